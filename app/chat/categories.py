@@ -1,0 +1,56 @@
+"""The closed vocabularies of SPEC "Enumerations": categories, locations, work types.
+
+A category is accepted as its Korean label or its code (any case, spaces ignored) and is
+always answered with both.
+"""
+
+from __future__ import annotations
+
+import enum
+import unicodedata
+
+__all__ = ["LOCATIONS", "WORK_TYPES", "Category", "normalize_choice", "parse_category"]
+
+
+class Category(enum.Enum):
+    ZERO_WASTE = "제로웨이스트"
+    PLOGGING = "플로깅"
+    CARBON_FOOTPRINT = "탄소발자국"
+    ENERGY_SAVING = "에너지 절약"
+    UPCYCLING = "업사이클"
+    MEDIA = "문화 공유"
+    DIGITAL_CARBON = "디지털 탄소"
+    VEGAN = "비건"
+
+    @property
+    def code(self) -> str:
+        return self.name
+
+    @property
+    def label(self) -> str:
+        return self.value
+
+
+LOCATIONS: frozenset[str] = frozenset({"도시", "바닷가", "산", "농촌"})
+WORK_TYPES: frozenset[str] = frozenset({"사무직", "현장직", "영업직", "재택근무"})
+
+
+def _key(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).replace(" ", "").replace("_", "").upper()
+
+
+_BY_KEY: dict[str, Category] = {
+    **{_key(c.label): c for c in Category},
+    **{_key(c.code): c for c in Category},
+}
+
+
+def parse_category(text: str) -> Category | None:
+    """The category named exactly by ``text`` (label or code), or None."""
+    return _BY_KEY.get(_key(text))
+
+
+def normalize_choice(text: str, allowed: frozenset[str]) -> str | None:
+    """``text`` as one of ``allowed`` (NFKC, surrounding spaces ignored), or None."""
+    value = unicodedata.normalize("NFKC", text).strip()
+    return value if value in allowed else None

@@ -1,0 +1,46 @@
+"""What a recommendation stream yields, independent of the transport (SSE or one JSON body)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from app.errors import GatewayError
+
+__all__ = ["Delta", "Done", "Failed", "StreamEvent", "envelope", "envelope_json"]
+
+MESSAGE_CHUNK = "추천 내용을 보내고 있어요."
+MESSAGE_DONE = "추천이 완료되었어요."
+
+
+@dataclass(frozen=True, slots=True)
+class Delta:
+    """The next piece of display text."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The validated answer: ``{"recommend": str, "challenges": [...]}``; always last."""
+
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The stream failed; always last."""
+
+    error: GatewayError
+
+
+StreamEvent = Delta | Done | Failed
+
+
+def envelope(status: int, message: str, data: Any) -> dict[str, Any]:
+    return {"status": status, "message": message, "data": data}
+
+
+def envelope_json(status: int, message: str, data: Any) -> str:
+    return json.dumps(envelope(status, message, data), ensure_ascii=False, separators=(",", ":"))

@@ -1,0 +1,236 @@
+"""The use case: one recommendation, from validated input to a stream of events.
+
+    validate -> session -> retrieve -> prompt -> upstream stream -> scrubber -> events
+
+Both entry points are async generators of ``StreamEvent``: any number of ``Delta``, then
+exactly one ``Done`` or ``Failed``, then nothing. Input errors are the first and only event,
+so the GET (SSE) and POST (JSON) routes share every line of this file.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
+from app.chat.events import Delta, Done, Failed, StreamEvent
+from app.chat.intent import IntentKind, classify, has_eco_vocabulary, normalize_message
+from app.chat.sessions import SessionState, SessionStore, Turn
+from app.config import Settings
+from app.errors import BadInput, GatewayError, InternalFailure, InvalidValue, UpstreamFailed
+from app.llm.client import ChatMessage, LLMClient
+from app.llm.prompts import base_info_messages, free_text_messages
+from app.llm.schema import Answer
+from app.llm.scrubber import AnswerScrubber
+from app.rag.retriever import Hit, Retriever
+
+__all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
+
+log = logging.getLogger(__name__)
+
+OFF_TOPIC_REPLY = (
+    "저는 일상에서 실천할 수 있는 친환경 챌린지를 추천해 드리는 챗봇이에요. "
+    "제로웨이스트, 플로깅, 탄소발자국, 에너지 절약, 업사이클, 문화 공유, 디지털 탄소, "
+    "비건 중에서 궁금한 분야를 말씀해 주시거나 "
+    "'사무실에서 할 수 있는 챌린지 추천해 줘'처럼 물어봐 주세요."
+)
+_FALLBACK_CATEGORY = Category.ZERO_WASTE
+
+
+class RecommendationService:
+    def __init__(
+        self,
+        *,
+        llm: LLMClient,
+        retriever: Retriever,
+        sessions: SessionStore,
+        settings: Settings,
+    ) -> None:
+        self._llm = llm
+        self._retriever = retriever
+        self._sessions = sessions
+        self._settings = settings
+
+    # ------------------------------------------------------------------ base-info
+    async def base_info(
+        self,
+        *,
+        session_id: str,
+        location: str | None,
+        work_type: str | None,
+        category: str | None,
+        request_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        given = {"location": location, "workType": work_type, "category": category}
+        missing = [name for name, value in given.items() if not (value or "").strip()]
+        if missing:
+            yield Failed(
+                BadInput(
+                    f"missing {missing}",
+                    message="위치, 근무 형태, 카테고리를 모두 선택해 주세요.",
+                    data={"missingFields": missing},
+                )
+            )
+            return
+        place = normalize_choice(location or "", LOCATIONS)
+        work = normalize_choice(work_type or "", WORK_TYPES)
+        chosen = parse_category(category or "")
+        invalid = [
+            name
+            for name, ok in (("location", place), ("workType", work), ("category", chosen))
+            if ok is None
+        ]
+        if place is None or work is None or chosen is None:
+            yield Failed(InvalidValue(invalid, f"invalid {invalid}"))
+            return
+
+        hits = await self._retriever.retrieve(
+            f"{chosen.label} {place} {work}", k=self._settings.retrieval_k, category=chosen
+        )
+        await self._sessions.record(
+            session_id, base_category=chosen, category=chosen, location=place, work_type=work
+        )
+        messages = base_info_messages(
+            location=place, work_type=work, category=chosen, hits=_same_category(hits, chosen)
+        )
+        user_text = f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}"
+        async for event in self._generate(session_id, messages, chosen, user_text, request_id):
+            yield event
+
+    # ------------------------------------------------------------------ free-text
+    async def free_text(
+        self, *, session_id: str, message: str | None, request_id: str | None = None
+    ) -> AsyncIterator[StreamEvent]:
+        text = normalize_message(message or "")
+        if not text:
+            yield Failed(BadInput("empty message", message="메시지를 입력해 주세요."))
+            return
+        limit = self._settings.max_message_chars
+        if len(text) > limit:
+            yield Failed(
+                InvalidValue(
+                    ["message"],
+                    f"message of {len(text)} chars",
+                    message=f"메시지는 {limit}자 이내로 입력해 주세요.",
+                )
+            )
+            return
+
+        intent = classify(text)
+        if intent.kind is IntentKind.NONSENSE:
+            async for event in _friendly_reply():
+                yield event
+            return
+
+        state = await self._sessions.load(session_id)
+        category = _next_category(intent.kind, intent.category, state)
+        hits = await self._retriever.retrieve(text, k=self._settings.retrieval_k, category=category)
+        if intent.kind is IntentKind.ASK and not has_eco_vocabulary(text):
+            best = hits[0].score if hits else 0.0
+            if best < self._settings.offtopic_min_score:
+                async for event in _friendly_reply():
+                    yield event
+                return
+        if category is None:
+            # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
+            category = hits[0].document.category if hits else _FALLBACK_CATEGORY
+        await self._sessions.record(session_id, category=category)
+
+        history = (
+            state.turns[-self._settings.prompt_history_turns :]
+            if (self._settings.prompt_history_turns)
+            else ()
+        )
+        messages = free_text_messages(
+            message=text,
+            category=category,
+            history=history,
+            hits=_same_category(hits, category) or hits,
+            location=state.location,
+            work_type=state.work_type,
+        )
+        async for event in self._generate(session_id, messages, category, text, request_id):
+            yield event
+
+    # ------------------------------------------------------------------ generation
+    async def _generate(
+        self,
+        session_id: str,
+        messages: Sequence[ChatMessage],
+        category: Category,
+        user_text: str,
+        request_id: str | None,
+    ) -> AsyncIterator[StreamEvent]:
+        scrubber = AnswerScrubber()
+        try:
+            async for piece in self._llm.stream_chat(messages, request_id=request_id):
+                shown = scrubber.feed(piece)
+                if shown:
+                    yield Delta(shown)
+            result = scrubber.finish()
+        except GatewayError as exc:
+            log.warning("upstream failed (%s): %s", exc.status, exc.detail)
+            yield Failed(exc)
+            return
+        except Exception:
+            log.exception("recommendation stream failed")
+            yield Failed(InternalFailure("unexpected error in the stream"))
+            return
+        if result.tail:
+            yield Delta(result.tail)
+
+        answer = result.answer
+        if answer is None and result.prose.strip() and not result.saw_json:
+            # The model ignored the format and wrote prose: it was shown, so it is the answer.
+            answer = Answer(recommend=result.prose.strip(), challenges=[])
+        if answer is None:
+            log.warning("invalid answer from the model: %s", result.error)
+            yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
+            return
+        await self._sessions.record(
+            session_id, turn=Turn(user=user_text, assistant=answer.model_dump_json())
+        )
+        yield Done(close_payload(answer, category))
+
+
+def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
+    """The ``close`` data: the model's texts with the session's category, never the model's."""
+    return {
+        "recommend": answer.recommend,
+        "challenges": [
+            {
+                "title": item.title,
+                "description": item.description,
+                "category": category.code,
+                "label": category.label,
+            }
+            for item in answer.challenges
+        ],
+    }
+
+
+async def _friendly_reply() -> AsyncIterator[StreamEvent]:
+    """What the bot can do, as a normal stream, for off-topic or nonsense input."""
+    for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY):
+        yield Delta(sentence)
+    yield Done({"recommend": OFF_TOPIC_REPLY, "challenges": []})
+
+
+def _next_category(
+    kind: IntentKind, named: Category | None, state: SessionState
+) -> Category | None:
+    if kind is IntentKind.SWITCH:
+        return named
+    if kind is IntentKind.BACK_TO_BASE:
+        return state.base_category or state.category
+    if kind is IntentKind.ANOTHER:
+        others = [c for c in Category if c is not state.category]
+        return random.choice(others)
+    return state.category
+
+
+def _same_category(hits: Sequence[Hit], category: Category) -> list[Hit]:
+    return [hit for hit in hits if hit.document.category is category]

@@ -1,0 +1,118 @@
+"""Conversation state per chat window, behind an interface a shared store can implement.
+
+The in-memory store is bounded three ways: by session count (least recently used goes
+first), by turns per session, and by age since last use. Every method runs without an
+``await`` between its read and its write, so on one event loop each call is atomic: two
+tabs on one session interleave whole turns, never half-updates.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from app.chat.categories import Category
+
+__all__ = ["InMemorySessionStore", "SessionState", "SessionStore", "Turn", "new_session_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    user: str
+    assistant: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionState:
+    session_id: str
+    base_category: Category | None = None  # chosen in base-info
+    category: Category | None = None  # the current one (free-text may switch it)
+    location: str | None = None
+    work_type: str | None = None
+    turns: tuple[Turn, ...] = ()
+    updated_at: float = field(default_factory=time.monotonic)
+
+
+class SessionStore(Protocol):
+    async def load(self, session_id: str) -> SessionState:
+        """The session's state; a fresh one when unknown or expired."""
+        ...
+
+    async def record(
+        self,
+        session_id: str,
+        *,
+        turn: Turn | None = None,
+        base_category: Category | None = None,
+        category: Category | None = None,
+        location: str | None = None,
+        work_type: str | None = None,
+    ) -> SessionState:
+        """Atomically set the given fields and append ``turn``; returns the new state."""
+        ...
+
+
+def new_session_id() -> str:
+    return f"anon-{uuid.uuid4().hex}"
+
+
+class InMemorySessionStore:
+    def __init__(self, *, max_sessions: int, max_turns: int, ttl_seconds: float) -> None:
+        self._sessions: OrderedDict[str, SessionState] = OrderedDict()
+        self._max_sessions = max_sessions
+        self._max_turns = max_turns
+        self._ttl = ttl_seconds
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def _get(self, session_id: str, now: float) -> SessionState:
+        state = self._sessions.get(session_id)
+        if state is None or now - state.updated_at > self._ttl:
+            return SessionState(session_id=session_id, updated_at=now)
+        return state
+
+    async def load(self, session_id: str) -> SessionState:
+        return self._get(session_id, time.monotonic())
+
+    async def record(
+        self,
+        session_id: str,
+        *,
+        turn: Turn | None = None,
+        base_category: Category | None = None,
+        category: Category | None = None,
+        location: str | None = None,
+        work_type: str | None = None,
+    ) -> SessionState:
+        now = time.monotonic()
+        state = self._get(session_id, now)
+        turns = state.turns
+        if turn is not None and self._max_turns > 0:
+            turns = (*turns, turn)[-self._max_turns :]
+        state = replace(
+            state,
+            base_category=base_category or state.base_category,
+            category=category or state.category,
+            location=location or state.location,
+            work_type=work_type or state.work_type,
+            turns=turns,
+            updated_at=now,
+        )
+        self._sessions[session_id] = state
+        self._sessions.move_to_end(session_id)
+        self._evict(now)
+        return state
+
+    def _evict(self, now: float) -> None:
+        while len(self._sessions) > self._max_sessions:
+            self._sessions.popitem(last=False)
+        # Oldest first: stop at the first session still fresh.
+        while self._sessions:
+            oldest = next(iter(self._sessions.values()))
+            if now - oldest.updated_at <= self._ttl:
+                break
+            self._sessions.popitem(last=False)

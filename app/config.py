@@ -1,0 +1,86 @@
+"""Settings, read from the environment (and an optional ``.env``) by pydantic-settings.
+
+Every field has a working default: the gateway starts with nothing set. Names follow
+``../shared/SPEC.md``; every knob is listed in ``.env.example``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+__all__ = ["Settings", "get_settings"]
+
+_BUNDLED_CORPUS = Path(__file__).resolve().parent / "rag" / "data" / "challenges.jsonl"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
+
+    # --- upstream LLM (vLLM's OpenAI-compatible server) ---
+    llm_base_url: str = "http://127.0.0.1:8800/v1"
+    llm_model: str | None = None  # None: the first id of GET {llm_base_url}/models
+    llm_api_key: SecretStr | None = None
+    llm_connect_timeout: float = Field(5.0, gt=0)
+    llm_read_timeout: float = Field(30.0, gt=0)  # seconds without an upstream byte -> 504
+    llm_total_timeout: float = Field(300.0, gt=0)  # whole generation -> 504
+    llm_max_connections: int = Field(512, ge=1)
+    llm_pool_timeout: float = Field(5.0, gt=0)  # waiting for a free connection -> 503
+
+    # --- sampling, sent with every request ---
+    llm_temperature: float = Field(0.7, ge=0, le=2)
+    llm_top_p: float = Field(0.9, gt=0, le=1)
+    llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
+    llm_repetition_penalty: float = Field(1.05, gt=0)
+    llm_max_tokens: int = Field(768, ge=16)
+    llm_structured_output: bool = True  # send the answer's JSON schema as response_format
+
+    # --- retrieval ---
+    corpus_path: Path = _BUNDLED_CORPUS
+    retrieval_k: int = Field(3, ge=0, le=20)
+    offtopic_min_score: float = Field(0.13, ge=0, le=1)
+
+    # --- conversation ---
+    max_message_chars: int = Field(200, ge=1)
+    session_max_count: int = Field(10_000, ge=1)
+    session_max_turns: int = Field(10, ge=0)  # user+assistant pairs kept per session
+    session_ttl_seconds: float = Field(3600.0, gt=0)
+    prompt_history_turns: int = Field(3, ge=0)  # pairs replayed into the prompt
+
+    # --- SSE ---
+    sse_ping_interval: float = Field(10.0, gt=0)  # ": ping" comments while waiting
+    sse_send_timeout: float = Field(30.0, gt=0)  # a client that stops reading is dropped
+
+    # --- HTTP ---
+    cors_allow_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    log_level: str = "INFO"
+
+    @field_validator("llm_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("LLM_BASE_URL must start with http:// or https://")
+        return value
+
+    @field_validator("llm_model", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("cors_allow_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+
+@lru_cache
+def get_settings() -> Settings:
+    """The process-wide settings, read once on first use (never at import time)."""
+    return Settings()

@@ -1,0 +1,40 @@
+"""Typed accessors for what the lifespan built (``request.state``), for ``Depends``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from app.chat.pipeline import RecommendationService
+from app.config import Settings
+from app.llm.client import LLMClient
+from app.rag.retriever import Retriever
+
+__all__ = ["LLMDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
+
+
+def _service(request: Request) -> RecommendationService:
+    service: RecommendationService = request.state.service
+    return service
+
+
+def _settings(request: Request) -> Settings:
+    settings: Settings = request.state.settings
+    return settings
+
+
+def _llm(request: Request) -> LLMClient:
+    llm: LLMClient = request.state.llm
+    return llm
+
+
+def _retriever(request: Request) -> Retriever:
+    retriever: Retriever = request.state.retriever
+    return retriever
+
+
+ServiceDep = Annotated[RecommendationService, Depends(_service)]
+SettingsDep = Annotated[Settings, Depends(_settings)]
+LLMDep = Annotated[LLMClient, Depends(_llm)]
+RetrieverDep = Annotated[Retriever, Depends(_retriever)]

@@ -1,0 +1,76 @@
+"""The gateway's errors and what the user reads for each.
+
+    GatewayError                 status  when
+    ├── BadInput                   400   empty message, malformed request
+    ├── InvalidValue               422   unknown category/location/work type, message too long
+    ├── Overloaded                 503   no upstream connection free (carries a retry hint)
+    ├── UpstreamFailed             502   refused, 4xx/5xx, in-band error, cut stream, bad answer
+    │   └── UpstreamTimedOut       504   no byte within LLM_READ_TIMEOUT, or past the total
+    └── InternalFailure            500   a bug of ours
+
+Before streaming, an error is an HTTP status (POST) or the only event of the stream (GET,
+because an EventSource cannot read a 4xx body). Mid-stream it is one in-band ``error`` event,
+then the end. ``message`` is always short readable Korean; ``detail`` is for the log only
+and never reaches a client.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "BadInput",
+    "GatewayError",
+    "InternalFailure",
+    "InvalidValue",
+    "Overloaded",
+    "UpstreamFailed",
+    "UpstreamTimedOut",
+]
+
+
+class GatewayError(Exception):
+    status: ClassVar[int] = 500
+    default_message: ClassVar[str] = "일시적인 오류가 발생했어요. 잠시 후 다시 시도해 주세요."
+
+    def __init__(self, detail: str = "", *, message: str | None = None, data: Any = None) -> None:
+        super().__init__(detail or self.default_message)
+        self.detail = detail
+        self.message = message or self.default_message
+        self.data = data
+
+
+class BadInput(GatewayError):
+    status = 400
+    default_message = "요청을 이해하지 못했어요. 입력을 확인해 주세요."
+
+
+class InvalidValue(GatewayError):
+    status = 422
+    default_message = "올바르지 않은 값이 있어요. 선택한 항목을 확인해 주세요."
+
+    def __init__(self, fields: list[str], detail: str = "", *, message: str | None = None):
+        super().__init__(detail, message=message, data={"invalidFields": fields})
+
+
+class Overloaded(GatewayError):
+    status = 503
+    default_message = "지금은 요청이 많아요. 잠시 후 다시 시도해 주세요."
+
+    def __init__(self, detail: str = "", *, retry_after: float = 1.0) -> None:
+        super().__init__(detail, data={"retryAfterSeconds": retry_after})
+        self.retry_after = retry_after
+
+
+class UpstreamFailed(GatewayError):
+    status = 502
+    default_message = "추천을 만드는 중에 문제가 생겼어요. 잠시 후 다시 시도해 주세요."
+
+
+class UpstreamTimedOut(UpstreamFailed):
+    status = 504
+    default_message = "추천 서버의 응답이 늦어지고 있어요. 잠시 후 다시 시도해 주세요."
+
+
+class InternalFailure(GatewayError):
+    status = 500

@@ -1,0 +1,97 @@
+"""The ASGI app: ``create_app()`` and the lifespan that builds every shared client once.
+
+uvicorn app.main:app            (``app`` is created lazily on first attribute access)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from app.chat.events import envelope
+from app.chat.pipeline import RecommendationService
+from app.chat.sessions import InMemorySessionStore
+from app.config import Settings, get_settings
+from app.errors import BadInput, InternalFailure
+from app.llm.client import LLMClient, build_http_client
+from app.rag.corpus import load_corpus
+from app.rag.retriever import LexicalRetriever
+from app.routers import health, recommendation
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("app")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        logging.basicConfig(level=settings.log_level.upper())
+        retriever = LexicalRetriever(load_corpus(settings.corpus_path))
+        sessions = InMemorySessionStore(
+            max_sessions=settings.session_max_count,
+            max_turns=settings.session_max_turns,
+            ttl_seconds=settings.session_ttl_seconds,
+        )
+        async with build_http_client(settings) as http:
+            llm = LLMClient(http, settings)
+            service = RecommendationService(
+                llm=llm, retriever=retriever, sessions=sessions, settings=settings
+            )
+            log.info(
+                "gateway ready: upstream %s, %d documents", settings.llm_base_url, len(retriever)
+            )
+            yield {
+                "settings": settings,
+                "http": http,
+                "llm": llm,
+                "retriever": retriever,
+                "sessions": sessions,
+                "service": service,
+            }
+
+    app = FastAPI(
+        title="Eco-challenge chatbot gateway",
+        summary="Streams eco-challenge recommendations from vLLM over Server-Sent Events.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    if settings.cors_allow_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_allow_origins,
+            allow_methods=["GET", "POST"],
+            allow_headers=["*"],
+            expose_headers=["x-session-id", "x-request-id"],
+        )
+    app.include_router(recommendation.router)
+    app.include_router(health.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        error = BadInput(str(exc.errors())[:500])
+        return JSONResponse(envelope(400, error.message, None), status_code=400)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        error = InternalFailure()
+        return JSONResponse(envelope(500, error.message, None), status_code=500)
+
+    return app
+
+
+def __getattr__(name: str) -> FastAPI:
+    # ``uvicorn app.main:app`` without building anything at import time.
+    if name == "app":
+        return create_app()
+    raise AttributeError(name)

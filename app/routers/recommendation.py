@@ -1,0 +1,168 @@
+"""The four recommendation endpoints. Thin: resolve the session, hand the pipeline's events
+to SSE (GET) or fold them into one JSON envelope (POST)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict
+
+from app.chat.events import MESSAGE_DONE, Delta, Done, Failed, StreamEvent, envelope
+from app.chat.sessions import new_session_id
+from app.deps import ServiceDep, SettingsDep
+from app.errors import InternalFailure, InvalidValue, Overloaded
+from app.sse import event_source_response
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/ai/chatbot/recommendation", tags=["recommendation"])
+
+_SESSION_ID = re.compile(r"[\w.:@-]{1,128}")
+# Plain optional strings: the pipeline validates, so a GET gets an SSE error event, not a 422 body.
+_TEXT_QUERY = Annotated[str | None, Query()]
+
+
+class BaseInfoBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    sessionId: str | None = None
+    location: str | None = None
+    workType: str | None = None
+    category: str | None = None
+
+
+class FreeTextBody(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    sessionId: str | None = None
+    message: str | None = None
+
+
+def _session(session_id: str | None) -> tuple[str, StreamEvent | None]:
+    """The session to use, or an error event for an id we will not store."""
+    if session_id is None or not session_id.strip():
+        return new_session_id(), None
+    if not _SESSION_ID.fullmatch(session_id):
+        error = InvalidValue(
+            ["sessionId"], "bad session id", message="세션 ID 형식이 올바르지 않아요."
+        )
+        return new_session_id(), Failed(error)
+    return session_id, None
+
+
+async def _only(event: StreamEvent) -> AsyncIterator[StreamEvent]:
+    yield event
+
+
+def _headers(session_id: str, request_id: str) -> dict[str, str]:
+    return {"x-session-id": session_id, "x-request-id": request_id}
+
+
+async def _as_json(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> Response:
+    """Drain a pipeline into one envelope with a real HTTP status."""
+    async with aclosing(events):  # type: ignore[type-var]
+        return await _fold(events, headers)
+
+
+async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> Response:
+    async for event in events:
+        if isinstance(event, Delta):
+            continue
+        if isinstance(event, Done):
+            return JSONResponse(envelope(200, MESSAGE_DONE, event.payload), headers=headers)
+        error = event.error
+        extra = {}
+        if isinstance(error, Overloaded):
+            extra["retry-after"] = str(max(1, round(error.retry_after)))
+        return JSONResponse(
+            envelope(error.status, error.message, error.data),
+            status_code=error.status,
+            headers={**headers, **extra},
+        )
+    failure = InternalFailure("stream ended without a result")
+    return JSONResponse(envelope(500, failure.message, None), status_code=500, headers=headers)
+
+
+def _base_info_events(
+    service: ServiceDep, body: BaseInfoBody, request_id: str
+) -> tuple[AsyncIterator[StreamEvent], str]:
+    session_id, problem = _session(body.sessionId)
+    if problem is not None:
+        return _only(problem), session_id
+    events = service.base_info(
+        session_id=session_id,
+        location=body.location,
+        work_type=body.workType,
+        category=body.category,
+        request_id=request_id,
+    )
+    return events, session_id
+
+
+def _free_text_events(
+    service: ServiceDep, body: FreeTextBody, request_id: str
+) -> tuple[AsyncIterator[StreamEvent], str]:
+    session_id, problem = _session(body.sessionId)
+    if problem is not None:
+        return _only(problem), session_id
+    events = service.free_text(session_id=session_id, message=body.message, request_id=request_id)
+    return events, session_id
+
+
+@router.get("/base-info", summary="Recommend challenges for a base-info selection (SSE)")
+async def base_info_stream(
+    service: ServiceDep,
+    settings: SettingsDep,
+    sessionId: _TEXT_QUERY = None,
+    location: _TEXT_QUERY = None,
+    workType: _TEXT_QUERY = None,
+    category: _TEXT_QUERY = None,
+) -> Response:
+    request_id = uuid.uuid4().hex
+    body = BaseInfoBody(
+        sessionId=sessionId, location=location, workType=workType, category=category
+    )
+    events, session_id = _base_info_events(service, body, request_id)
+    return event_source_response(
+        events,
+        ping_interval=settings.sse_ping_interval,
+        send_timeout=settings.sse_send_timeout,
+        headers=_headers(session_id, request_id),
+    )
+
+
+@router.get("/free-text", summary="Answer a free-text message with retrieval (SSE)")
+async def free_text_stream(
+    service: ServiceDep,
+    settings: SettingsDep,
+    sessionId: _TEXT_QUERY = None,
+    message: _TEXT_QUERY = None,
+) -> Response:
+    request_id = uuid.uuid4().hex
+    events, session_id = _free_text_events(
+        service, FreeTextBody(sessionId=sessionId, message=message), request_id
+    )
+    return event_source_response(
+        events,
+        ping_interval=settings.sse_ping_interval,
+        send_timeout=settings.sse_send_timeout,
+        headers=_headers(session_id, request_id),
+    )
+
+
+@router.post("/base-info", summary="Recommend challenges for a base-info selection (JSON)")
+async def base_info_json(service: ServiceDep, body: BaseInfoBody) -> Response:
+    request_id = uuid.uuid4().hex
+    events, session_id = _base_info_events(service, body, request_id)
+    return await _as_json(events, _headers(session_id, request_id))
+
+
+@router.post("/free-text", summary="Answer a free-text message with retrieval (JSON)")
+async def free_text_json(service: ServiceDep, body: FreeTextBody) -> Response:
+    request_id = uuid.uuid4().hex
+    events, session_id = _free_text_events(service, body, request_id)
+    return await _as_json(events, _headers(session_id, request_id))

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Validate app/rag/data/challenges.jsonl and print its counts table (stdlib only).
+
+Usage: python3 scripts/check_corpus.py [PATH] [--markdown]
+Exit status 0 when the corpus is valid, 1 otherwise (problems go to stderr).
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "app" / "rag" / "data" / "challenges.jsonl"
+CATEGORIES = {
+    "ZERO_WASTE": "제로웨이스트",
+    "PLOGGING": "플로깅",
+    "CARBON_FOOTPRINT": "탄소발자국",
+    "ENERGY_SAVING": "에너지 절약",
+    "UPCYCLING": "업사이클",
+    "MEDIA": "문화 공유",
+    "DIGITAL_CARBON": "디지털 탄소",
+    "VEGAN": "비건",
+}
+LOCATIONS = ["도시", "바닷가", "산", "농촌"]
+WORK_TYPES = ["사무직", "현장직", "영업직", "재택근무"]
+FIELDS = {"id", "title", "body", "category", "locations", "work_types", "keywords", "source"}
+SOURCE = "eco-gateway team, original text (2026)"
+ID_RE = re.compile(r"^[a-z]{2}-\d{3}$")
+HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
+MIN_PER_CATEGORY = 10  # the corpus aims for 12 per category
+MIN_PER_TAG = 8  # each location and work type at least this often
+
+
+def _str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
+
+
+def check(path: Path) -> tuple[list[str], list[dict]]:
+    problems: list[str] = []
+    docs: list[dict] = []
+    seen_ids: set[str] = set()
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"{path}: cannot read: {exc}"], []
+    for n, line in enumerate(lines, 1):
+        where = f"{path.name}:{n}"
+        if not line.strip():
+            problems.append(f"{where}: blank line")
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: invalid JSON: {exc}")
+            continue
+        if not isinstance(doc, dict):
+            problems.append(f"{where}: not a JSON object")
+            continue
+        if set(doc) != FIELDS:
+            missing, extra = FIELDS - set(doc), set(doc) - FIELDS
+            problems.append(f"{where}: fields missing {sorted(missing)} extra {sorted(extra)}")
+            continue
+        did = doc["id"]
+        if not isinstance(did, str) or not ID_RE.match(did):
+            problems.append(f"{where}: bad id {did!r}")
+        elif did in seen_ids:
+            problems.append(f"{where}: duplicate id {did!r}")
+        else:
+            seen_ids.add(did)
+        for key in ("title", "body"):
+            val = doc[key]
+            if not isinstance(val, str) or not val.strip() or not HANGUL_RE.search(val):
+                problems.append(f"{where}: {key} must be non-empty Korean text")
+        if isinstance(doc["body"], str):
+            sentences = [s for s in re.split(r"(?<=[.!?])\s+", doc["body"].strip()) if s]
+            if not 2 <= len(sentences) <= 4:
+                problems.append(f"{where}: body has {len(sentences)} sentences, want 2-4")
+        if doc["category"] not in CATEGORIES:
+            problems.append(f"{where}: unknown category {doc['category']!r}")
+        for key, allowed in (("locations", LOCATIONS), ("work_types", WORK_TYPES)):
+            val = doc[key]
+            if not _str_list(val) or not val:
+                problems.append(f"{where}: {key} must be a non-empty list of strings")
+            elif bad := [v for v in val if v not in allowed]:
+                problems.append(f"{where}: unknown {key} {bad}")
+            elif len(set(val)) != len(val):
+                problems.append(f"{where}: duplicate {key}")
+        kws = doc["keywords"]
+        if not _str_list(kws) or not 3 <= len(kws) <= 6:
+            problems.append(f"{where}: keywords must be 3-6 non-empty strings")
+        elif len({k.lower() for k in kws}) != len(kws):
+            problems.append(f"{where}: duplicate keywords")
+        if doc["source"] != SOURCE:
+            problems.append(f"{where}: source must be {SOURCE!r}")
+        docs.append(doc)
+    if not docs:
+        problems.append(f"{path}: no documents")
+    return problems, docs
+
+
+def counts(docs: list[dict]) -> tuple[Counter, Counter, Counter]:
+    cat: Counter = Counter(d["category"] for d in docs)
+    loc: Counter = Counter(v for d in docs if isinstance(d["locations"], list) for v in d["locations"])
+    work: Counter = Counter(v for d in docs if isinstance(d["work_types"], list) for v in d["work_types"])
+    return cat, loc, work
+
+
+def table(docs: list[dict]) -> str:
+    """Markdown table: one row per category, columns = locations then work types."""
+    head = ["category", "docs", *LOCATIONS, *WORK_TYPES]
+    rows = [head, ["---"] * len(head)]
+    for code, label in CATEGORIES.items():
+        sub = [d for d in docs if d["category"] == code]
+        _, loc, work = counts(sub)
+        rows.append([f"{code} ({label})", str(len(sub)),
+                     *(str(loc[x]) for x in LOCATIONS), *(str(work[x]) for x in WORK_TYPES)])
+    _, loc, work = counts(docs)
+    rows.append(["**total**", str(len(docs)),
+                 *(str(loc[x]) for x in LOCATIONS), *(str(work[x]) for x in WORK_TYPES)])
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    path = Path(args[0]) if args else DEFAULT_PATH
+    problems, docs = check(path)
+    if docs:
+        cat, loc, work = counts(docs)
+        for code in CATEGORIES:
+            if cat[code] < MIN_PER_CATEGORY:
+                problems.append(f"category {code}: {cat[code]} docs, want >= {MIN_PER_CATEGORY}")
+        tags = loc + work  # location and work-type names do not overlap
+        for name in (*LOCATIONS, *WORK_TYPES):
+            if tags[name] < MIN_PER_TAG:
+                problems.append(f"{name}: {tags[name]} docs, want >= {MIN_PER_TAG}")
+        print(table(docs))
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"FAIL: {len(problems)} problem(s) in {path}", file=sys.stderr)
+        return 1
+    print(f"OK: {len(docs)} documents in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

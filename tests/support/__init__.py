@@ -1,0 +1,1 @@
+"""Test helpers: a gateway under uvicorn in a subprocess, and a strict SSE reader."""

@@ -1,0 +1,102 @@
+"""Run the real gateway (``uvicorn app.main:app``) in a subprocess on a loopback port."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class GatewayProcess:
+    """``with GatewayProcess({"LLM_BASE_URL": ...}) as gw: gw.url`` — a live gateway."""
+
+    def __init__(self, env: dict[str, str], *, startup_timeout: float = 30.0) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._env = env
+        self._startup_timeout = startup_timeout
+        self._log = tempfile.NamedTemporaryFile(prefix="gateway-", suffix=".log", delete=False)
+        self.log_path = Path(self._log.name)
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> GatewayProcess:
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if not key.startswith(("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_"))
+        }
+        env.update(self._env)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"gateway exited early:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.__exit__(None, None, None)
+        raise RuntimeError(f"gateway did not start:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 60) -> str:
+        self._log.flush()
+        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def log_text(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
