@@ -9,9 +9,10 @@ from fastapi import Depends, Request
 from app.chat.pipeline import RecommendationService
 from app.config import Settings
 from app.llm.client import LLMClient
+from app.metrics import Metrics
 from app.rag.retriever import Retriever
 
-__all__ = ["LLMDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
+__all__ = ["LLMDep", "MetricsDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
 
 
 def _service(request: Request) -> RecommendationService:
@@ -22,6 +23,11 @@ def _service(request: Request) -> RecommendationService:
 def _settings(request: Request) -> Settings:
     settings: Settings = request.state.settings
     return settings
+
+
+def _metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.state.metrics
+    return metrics
 
 
 def _llm(request: Request) -> LLMClient:
@@ -38,3 +44,4 @@ ServiceDep = Annotated[RecommendationService, Depends(_service)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
 LLMDep = Annotated[LLMClient, Depends(_llm)]
 RetrieverDep = Annotated[Retriever, Depends(_retriever)]
+MetricsDep = Annotated[Metrics, Depends(_metrics)]

@@ -5,6 +5,7 @@ uvicorn app.main:app            (``app`` is created lazily on first attribute ac
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -21,6 +22,7 @@ from app.chat.sessions import InMemorySessionStore
 from app.config import Settings, get_settings
 from app.errors import BadInput, InternalFailure
 from app.llm.client import LLMClient, build_http_client
+from app.metrics import Metrics
 from app.rag.corpus import load_corpus
 from app.rag.retriever import LexicalRetriever
 from app.routers import health, recommendation
@@ -36,6 +38,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         logging.basicConfig(level=settings.log_level.upper())
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
+        metrics = Metrics()
+        metrics.watch_loop(asyncio.get_running_loop())
         retriever = LexicalRetriever(load_corpus(settings.corpus_path))
         sessions = InMemorySessionStore(
             max_sessions=settings.session_max_count,
@@ -57,6 +62,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "retriever": retriever,
                 "sessions": sessions,
                 "service": service,
+                "metrics": metrics,
             }
 
     app = FastAPI(

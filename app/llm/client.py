@@ -117,6 +117,14 @@ class LLMClient:
                 raise _map_transport_error(exc, "listing models") from exc
         return self._model
 
+    async def check(self) -> None:
+        """Raise a GatewayError unless the upstream answers ``GET /models`` now."""
+        try:
+            response = await self._http.get("models", timeout=self._settings.llm_connect_timeout)
+            response.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise _map_transport_error(exc, "checking readiness") from exc
+
     def _payload(self, model: str, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         s = self._settings
         payload: dict[str, Any] = {

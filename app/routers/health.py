@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.chat.events import envelope
-from app.deps import LLMDep, RetrieverDep
+from app.deps import LLMDep, MetricsDep, RetrieverDep
 from app.errors import GatewayError
 
 __all__ = ["router"]
@@ -23,7 +24,7 @@ async def health() -> JSONResponse:
 async def ready(llm: LLMDep, retriever: RetrieverDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
-        await llm.model()
+        await llm.check()
         checks["llm"] = "ok"
     except GatewayError:
         checks["llm"] = "unavailable"
@@ -38,3 +39,8 @@ async def ready(llm: LLMDep, retriever: RetrieverDep) -> JSONResponse:
         "요청을 받을 준비가 되었어요." if ok else "아직 준비 중이에요. 잠시 후 다시 시도해 주세요."
     )
     return JSONResponse(envelope(status, message, checks), status_code=status)
+
+
+@router.get("/metrics", summary="Prometheus metrics")
+async def metrics(metrics: MetricsDep) -> Response:
+    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)

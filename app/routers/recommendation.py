@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.chat.events import MESSAGE_DONE, Delta, Done, Failed, StreamEvent, envelope
 from app.chat.sessions import new_session_id
-from app.deps import ServiceDep, SettingsDep
+from app.deps import MetricsDep, ServiceDep, SettingsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.sse import event_source_response
 
@@ -117,6 +117,7 @@ def _free_text_events(
 async def base_info_stream(
     service: ServiceDep,
     settings: SettingsDep,
+    metrics: MetricsDep,
     sessionId: _TEXT_QUERY = None,
     location: _TEXT_QUERY = None,
     workType: _TEXT_QUERY = None,
@@ -131,6 +132,8 @@ async def base_info_stream(
         events,
         ping_interval=settings.sse_ping_interval,
         send_timeout=settings.sse_send_timeout,
+        metrics=metrics,
+        endpoint="base-info",
         headers=_headers(session_id, request_id),
     )
 
@@ -139,6 +142,7 @@ async def base_info_stream(
 async def free_text_stream(
     service: ServiceDep,
     settings: SettingsDep,
+    metrics: MetricsDep,
     sessionId: _TEXT_QUERY = None,
     message: _TEXT_QUERY = None,
 ) -> Response:
@@ -150,6 +154,8 @@ async def free_text_stream(
         events,
         ping_interval=settings.sse_ping_interval,
         send_timeout=settings.sse_send_timeout,
+        metrics=metrics,
+        endpoint="free-text",
         headers=_headers(session_id, request_id),
     )
 

@@ -92,6 +92,12 @@ class GatewayProcess:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        try:
+            self._stop()
+        finally:
+            self._log.close()
+
+    def _stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
             return
         os.killpg(self.process.pid, signal.SIGTERM)

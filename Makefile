@@ -1,0 +1,36 @@
+# Eco-challenge chatbot gateway. `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: help install install-vllm lint test run bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+$(PY):
+	python3 -m venv $(VENV)
+
+install: $(PY) ## install the gateway and its test tools into .venv
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+
+install-vllm: ## install vLLM (CPU build without a GPU) into its own cached venv
+	scripts/install_vllm.sh
+
+lint: install ## ruff (lint + format check) and mypy --strict on app/
+	$(VENV)/bin/ruff check app tests bench scripts
+	$(VENV)/bin/ruff format --check app tests bench scripts
+	$(VENV)/bin/mypy
+
+test: ## install everything the tests need, lint, and run the whole suite (README command 2)
+	scripts/test.sh
+
+run: ## start vLLM (unless LLM_BASE_URL is set) and the gateway (README command 1)
+	scripts/run.sh
+
+bench: install ## run the benchmarks under bench/
+	$(PY) bench/scrubber_bench.py
+
+clean: ## remove caches (keeps the venvs)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Install what the tests need, then lint, type-check and run the whole suite
+# (unit, property, scripted-upstream integration, and end to end against a real vLLM).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+    echo ">> creating .venv" >&2
+    "$PYTHON" -m venv .venv
+fi
+echo ">> installing the gateway and its test dependencies" >&2
+.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+
+echo ">> installing vLLM (CPU build when there is no GPU) in its own venv" >&2
+scripts/install_vllm.sh
+
+echo ">> ruff" >&2
+.venv/bin/ruff check app tests bench scripts
+.venv/bin/ruff format --check app tests bench scripts
+echo ">> mypy (strict on app/)" >&2
+.venv/bin/mypy
+
+echo ">> pytest" >&2
+set +e
+.venv/bin/python -m pytest "$@"
+status=$?
+set -e
+if [[ $status -eq 5 ]]; then
+    echo "pytest collected no tests: that is a failure here" >&2
+    exit 1
+fi
+exit $status

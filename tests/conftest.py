@@ -1,0 +1,14 @@
+import pytest
+
+from tests.integration_fixtures import (  # noqa: F401  (fixtures)
+    client,
+    gateway,
+    refused_gateway,
+    scripted,
+    upstream,
+)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"

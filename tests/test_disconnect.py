@@ -1,0 +1,69 @@
+"""A browser that leaves must stop the generation at once and leave nothing behind."""
+
+from __future__ import annotations
+
+import statistics
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.disconnect import gateway_gauges, hang_up_once, upstream_close_latency
+from tests.upstream.scripted_openai import ScriptedUpstreamThread
+
+pytestmark = pytest.mark.anyio
+
+BASE = "/ai/chatbot/recommendation/base-info"
+PARAMS = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
+TRIALS = 40
+
+
+async def test_hang_up_closes_the_upstream_request_fast_and_leaks_nothing(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    baseline = await gateway_gauges(client)
+    scripted.set_scenario("slow", token_delay=0.01)
+    latencies = []
+    for _ in range(TRIALS):
+        aborted = scripted.stats["streams_aborted_by_client"]
+        closed_at = await hang_up_once(client, BASE, PARAMS)
+        latencies.append(await upstream_close_latency(scripted, aborted, closed_at))
+    assert scripted.stats["streams_aborted_by_client"] == TRIALS
+    assert statistics.median(latencies) < 0.1, latencies
+    assert max(latencies) < 0.5, latencies
+
+    with anyio.fail_after(5):
+        while scripted.stats["active_streams"]:
+            await anyio.sleep(0.01)
+    gauges = await gateway_gauges(client)
+    assert gauges["gateway_open_streams"] == 0
+    assert gauges["gateway_event_loop_tasks"] <= baseline["gateway_event_loop_tasks"] + 1
+    # Aborted streams' upstream connections are closed, not parked in the pool.
+    assert scripted.stats["open_connections"] <= 2, scripted.stats["open_connections"]
+
+
+async def test_concurrent_sessions_with_disconnects(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    """32 concurrent streams, every other one abandoned midway: all others complete intact."""
+    from tests.support.sse import read_stream
+    from tests.upstream.scripted_openai import expected_display_text
+
+    scripted.set_scenario("ok", token_delay=0.002)
+    results: list[str] = []
+
+    async def full(i: int) -> None:
+        result = await read_stream(client, BASE, {**PARAMS, "sessionId": f"c{i % 4}"})
+        assert result.terminal.event == "close"
+        results.append(result.text)
+
+    async def leave(i: int) -> None:
+        await hang_up_once(client, BASE, {**PARAMS, "sessionId": f"c{i % 4}"}, events_before=3)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(32):
+            tg.start_soon(full if i % 2 else leave, i)
+    assert results == [expected_display_text()] * 16
+    with anyio.fail_after(5):
+        while (await gateway_gauges(client))["gateway_open_streams"]:
+            await anyio.sleep(0.01)

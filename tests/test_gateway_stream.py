@@ -1,0 +1,241 @@
+"""The gateway under uvicorn, over real HTTP, against the scripted upstream: the happy
+paths of both SSE endpoints and the POST variants, conversation rules and input errors."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from app.llm.schema import ANSWER_JSON_SCHEMA
+from tests.support.sse import assert_well_formed, read_stream
+from tests.upstream.scripted_openai import (
+    DEFAULT_ANSWER,
+    ScriptedUpstreamThread,
+    expected_display_text,
+)
+
+pytestmark = pytest.mark.anyio
+
+BASE = "/ai/chatbot/recommendation/base-info"
+FREE = "/ai/chatbot/recommendation/free-text"
+KEYS = ("recommend", "challenges", "title", "description", "category", "json", "```", "{", '"')
+
+
+def _no_structure(text: str) -> None:
+    for key in KEYS:
+        assert key not in text, (key, text)
+
+
+async def test_base_info_streams_display_text_then_close(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    params = {"sessionId": "b1", "location": "바닷가", "workType": "현장직", "category": "플로깅"}
+    result = await read_stream(client, BASE, params)
+    assert_well_formed(result)
+    assert len(result.events) > 10, "streamed in many pieces"
+    assert result.text == expected_display_text()
+    _no_structure(result.text)
+    close = result.terminal
+    assert close.event == "close"
+    assert close.payload["status"] == 200
+    data = close.payload["data"]
+    assert data["recommend"] == DEFAULT_ANSWER["recommend"]
+    assert [c["title"] for c in data["challenges"]] == [
+        c["title"] for c in DEFAULT_ANSWER["challenges"]
+    ]
+    assert {(c["category"], c["label"]) for c in data["challenges"]} == {("PLOGGING", "플로깅")}
+    assert result.headers["x-session-id"] == "b1"
+    assert [int(e.id or 0) for e in result.events] == list(range(1, len(result.events) + 1))
+
+    (request,) = scripted.chat_requests
+    body = request["body"]
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    for field in ("temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"):
+        assert field in body, field
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == ANSWER_JSON_SCHEMA
+    prompt = json.dumps(body["messages"], ensure_ascii=False)
+    assert "바닷가" in prompt and "현장직" in prompt and "플로깅" in prompt
+    assert request["headers"]["x-request-id"] == result.headers["x-request-id"]
+
+
+async def test_tokens_split_anywhere_never_leak_structure(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # One character per token, several tokens per SSE chunk, JSON escapes on the wire and
+    # HTTP chunks of one byte (UTF-8 split mid-character).
+    scripted.set_scenario("ok", chunk_chars=1, tokens_per_chunk=3, ensure_ascii=True)
+    params = {"location": "도시", "workType": "사무직", "category": "ZERO_WASTE"}
+    result = await read_stream(client, BASE, params)
+    assert_well_formed(result)
+    assert result.text == expected_display_text()
+    for event in result.events[:-1]:
+        _no_structure(event.payload["data"])
+    scripted.set_scenario("ok", chunk_chars=7, wire_chunk_bytes=1)
+    result = await read_stream(client, BASE, params)
+    assert result.text == expected_display_text()
+
+
+async def test_category_code_or_label_answered_with_both(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    for given in ("DIGITAL_CARBON", "디지털 탄소", "digital_carbon"):
+        params = {"location": "농촌", "workType": "재택근무", "category": given}
+        result = await read_stream(client, BASE, params)
+        challenges = result.terminal.payload["data"]["challenges"]
+        assert {(c["category"], c["label"]) for c in challenges} == {
+            ("DIGITAL_CARBON", "디지털 탄소")
+        }
+
+
+@pytest.mark.parametrize(
+    ("params", "status", "fields"),
+    [
+        ({"location": "우주", "workType": "사무직", "category": "VEGAN"}, 422, ["location"]),
+        (
+            {"location": "산", "workType": "백수", "category": "고양이"},
+            422,
+            ["workType", "category"],
+        ),
+        ({"location": "산", "workType": "사무직"}, 400, None),
+        (
+            {"location": "산", "workType": "사무직", "category": "VEGAN", "sessionId": "a b"},
+            422,
+            ["sessionId"],
+        ),
+    ],
+)
+async def test_base_info_input_errors_are_one_error_event(
+    client: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    params: dict[str, str],
+    status: int,
+    fields: list[str] | None,
+) -> None:
+    result = await read_stream(client, BASE, params)
+    assert_well_formed(result)
+    assert len(result.events) == 1
+    error = result.terminal
+    assert error.event == "error"
+    assert error.payload["status"] == status
+    if fields is not None:
+        assert error.payload["data"] == {"invalidFields": fields}
+    assert scripted.chat_requests == [], "no LLM call for bad input"
+
+
+async def test_free_text_conversation_switches_categories(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    sid = "conv-1"
+    base = {"sessionId": sid, "location": "도시", "workType": "사무직", "category": "PLOGGING"}
+    assert (await read_stream(client, BASE, base)).terminal.event == "close"
+
+    def category_of(result: object) -> str:
+        challenges = result.terminal.payload["data"]["challenges"]  # type: ignore[attr-defined]
+        (code,) = {c["category"] for c in challenges}
+        return str(code)
+
+    vegan = await read_stream(client, FREE, {"sessionId": sid, "message": "비건 챌린지 알려줘"})
+    assert_well_formed(vegan)
+    assert vegan.text == expected_display_text()
+    assert category_of(vegan) == "VEGAN"
+
+    other = await read_stream(client, FREE, {"sessionId": sid, "message": "다른 거"})
+    assert category_of(other) != "VEGAN"
+
+    back = await read_stream(client, FREE, {"sessionId": sid, "message": "처음 카테고리로"})
+    assert category_of(back) == "PLOGGING"
+
+    # The conversation so far is in the prompt of the last request.
+    last_messages = scripted.chat_requests[-1]["body"]["messages"]
+    texts = " ".join(m["content"] for m in last_messages)
+    assert "비건 챌린지 알려줘" in texts and "다른 거" in texts
+    assert any(m["role"] == "assistant" for m in last_messages)
+
+
+async def test_missing_session_id_is_a_fresh_private_session(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    first = await read_stream(client, FREE, {"message": "비건 챌린지 알려줘"})
+    second = await read_stream(client, FREE, {"message": "텀블러 챌린지 추천해줘"})
+    assert first.headers["x-session-id"] != second.headers["x-session-id"]
+    messages = scripted.chat_requests[-1]["body"]["messages"]
+    assert not any(m["role"] == "assistant" for m in messages), "no shared history"
+
+
+async def test_percent_sign_survives_single_decoding(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    message = "재활용 100% 가능한 용기 챌린지 %41 추천"
+    result = await read_stream(client, FREE, {"sessionId": "pct", "message": message})
+    assert result.terminal.event == "close"
+    user = scripted.chat_requests[-1]["body"]["messages"][-1]["content"]
+    assert message in user
+
+
+@pytest.mark.parametrize(
+    ("message", "status"),
+    [("", 400), ("   \t ", 400), ("가" * 101, 422)],
+)
+async def test_free_text_bad_messages(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread, message: str, status: int
+) -> None:
+    result = await read_stream(client, FREE, {"sessionId": "bad", "message": message})
+    assert_well_formed(result)
+    assert result.terminal.event == "error"
+    assert result.terminal.payload["status"] == status
+    assert scripted.chat_requests == []
+
+
+@pytest.mark.parametrize("message", ["ㅁㄴㅇㄹ", "오늘 주식 어때?", "!!!???", "ㅋㅋㅋㅋ"])
+async def test_off_topic_gets_a_friendly_answer_without_the_model(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread, message: str
+) -> None:
+    result = await read_stream(client, FREE, {"sessionId": "ot", "message": message})
+    assert_well_formed(result)
+    close = result.terminal
+    assert close.event == "close"
+    assert close.payload["data"]["challenges"] == []
+    assert close.payload["data"]["recommend"] == result.text
+    assert "챌린지" in result.text
+    assert scripted.chat_requests == []
+
+
+async def test_post_variants_return_the_same_answer_as_json(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    body = {"sessionId": "p1", "location": "산", "workType": "영업직", "category": "UPCYCLING"}
+    response = await client.post(BASE, json=body)
+    assert response.status_code == 200
+    envelope = response.json()
+    assert envelope["status"] == 200 and envelope["message"]
+    assert envelope["data"]["recommend"] == DEFAULT_ANSWER["recommend"]
+    assert {c["category"] for c in envelope["data"]["challenges"]} == {"UPCYCLING"}
+
+    response = await client.post(FREE, json={"sessionId": "p1", "message": "업사이클 더 알려줘"})
+    assert response.status_code == 200
+    assert len(response.json()["data"]["challenges"]) == 3
+
+    response = await client.post(BASE, json={**body, "category": "없는것"})
+    assert response.status_code == 422
+    assert response.json()["data"] == {"invalidFields": ["category"]}
+    response = await client.post(FREE, json={"message": " "})
+    assert response.status_code == 400
+    response = await client.post(
+        FREE, content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["status"] == 400
+
+
+async def test_health_ready_and_metrics(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    assert (await client.get("/health")).json()["status"] == 200
+    ready = await client.get("/ready")
+    assert ready.status_code == 200, ready.text
+    metrics = (await client.get("/metrics")).text
+    assert "gateway_open_streams 0.0" in metrics

@@ -1,0 +1,1 @@
+"""Test doubles for the LLM upstream: see tests/upstream/scripted_openai.py."""
