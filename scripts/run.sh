@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# README command 1: the whole product on this machine.
+#   - installs the gateway into .venv (and vLLM into its own cached venv) when missing,
+#   - starts vLLM on port 8800 (CPU build without a GPU) unless LLM_BASE_URL is given,
+#   - starts the gateway on GATEWAY_HOST:GATEWAY_PORT (127.0.0.1:8000) in the foreground.
+# Ctrl-C stops the gateway and the vLLM it started.
+#
+# Environment: every gateway setting of .env.example, the vLLM knobs of scripts/serve_vllm.sh
+# (MODEL, PORT, MAX_MODEL_LEN, ...), and GATEWAY_HOST / GATEWAY_PORT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GATEWAY_HOST="${GATEWAY_HOST:-127.0.0.1}"
+GATEWAY_PORT="${GATEWAY_PORT:-8000}"
+step() { printf '\n==> %s\n' "$*" >&2; }
+
+step "gateway environment (.venv)"
+[[ -x .venv/bin/python ]] || python3 -m venv .venv
+.venv/bin/pip install --quiet --disable-pip-version-check -e .
+
+vllm_pid=""
+stop_vllm() {
+    if [[ -n "$vllm_pid" ]] && kill -0 "$vllm_pid" 2>/dev/null; then
+        step "stopping vLLM (pid $vllm_pid)"
+        kill -TERM -- "-$vllm_pid" 2>/dev/null || true
+        for _ in $(seq 30); do kill -0 "$vllm_pid" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL -- "-$vllm_pid" 2>/dev/null || true
+    fi
+}
+trap stop_vllm EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z "${LLM_BASE_URL:-}" ]]; then
+    step "vLLM on port ${PORT:-8800} (first run installs it: a few minutes)"
+    vllm_pid="$(scripts/serve_vllm.sh --background | tail -n 1)"
+    export LLM_BASE_URL="http://127.0.0.1:${PORT:-8800}/v1"
+else
+    step "using the upstream at $LLM_BASE_URL"
+fi
+
+base="http://$GATEWAY_HOST:$GATEWAY_PORT"
+step "gateway on $base"
+cat >&2 <<MSG
+  health     $base/health      ready  $base/ready      metrics  $base/metrics
+  try:
+    curl -N '$base/ai/chatbot/recommendation/base-info?sessionId=s1&location=%EB%8F%84%EC%8B%9C&workType=%EC%82%AC%EB%AC%B4%EC%A7%81&category=VEGAN'
+    curl -N '$base/ai/chatbot/recommendation/free-text?sessionId=s1&message=%EB%B9%84%EA%B1%B4%20%EC%B1%8C%EB%A6%B0%EC%A7%80%20%EC%95%8C%EB%A0%A4%EC%A4%98'
+  Ctrl-C stops everything.
+MSG
+.venv/bin/uvicorn app.main:app --host "$GATEWAY_HOST" --port "$GATEWAY_PORT" &
+gateway_pid=$!
+wait "$gateway_pid"

