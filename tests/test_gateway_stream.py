@@ -239,3 +239,18 @@ async def test_health_ready_and_metrics(
     assert ready.status_code == 200, ready.text
     metrics = (await client.get("/metrics")).text
     assert "gateway_open_streams 0.0" in metrics
+
+
+async def test_keep_alive_comments_while_waiting_for_the_first_token(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The gateway under test pings after 0.3 s of silence; the first token takes 1 s.
+    scripted.set_scenario("ok", first_delay=1.0)
+    params = {"location": "도시", "workType": "사무직", "category": "VEGAN"}
+    result = await read_stream(client, BASE, params)
+    assert_well_formed(result)
+    first_event = result.frames.index(result.events[0])
+    pings = [f for f in result.frames[:first_event] if f.comments]
+    assert len(pings) >= 2, result.frames[:first_event]
+    assert all(f.event is None and f.data is None for f in pings)
+    assert result.text == expected_display_text()

@@ -1,4 +1,5 @@
 import anyio
+import anyio.lowlevel
 import pytest
 
 from app.chat.categories import Category
@@ -59,7 +60,7 @@ async def test_two_tabs_on_one_session_lose_no_turn() -> None:
     async def tab(name: str) -> None:
         for i in range(200):
             await store.record("shared", turn=Turn(f"{name}{i}", "a"))
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(tab, "left")

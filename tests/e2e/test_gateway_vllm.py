@@ -93,15 +93,17 @@ async def test_sixteen_concurrent_sessions(http: httpx.AsyncClient) -> None:
 async def test_hang_up_stops_generation_in_vllm(
     http: httpx.AsyncClient, vllm_server: VLLMServer
 ) -> None:
-    vllm_server.wait_idle(timeout=30)
-    before = httpx.get(f"{vllm_server.url_root}/metrics", timeout=10).text
+    await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=30))
+    async with httpx.AsyncClient(base_url=vllm_server.url_root, timeout=10) as vllm:
+        before = (await vllm.get("/metrics")).text
     params = {"sessionId": "gone", "location": "산", "workType": "현장직", "category": "PLOGGING"}
     closed_at = await hang_up_once(http, BASE, params, events_before=3)
     assert time.time() - closed_at < 5
     # vllm:num_requests_running goes back to 0 right away, long before max_tokens.
     waited = await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=3))
     assert waited < 3
-    after = httpx.get(f"{vllm_server.url_root}/metrics", timeout=10).text
+    async with httpx.AsyncClient(base_url=vllm_server.url_root, timeout=10) as vllm:
+        after = (await vllm.get("/metrics")).text
     # Aborted, not finished: vLLM counted no successful request in between.
     finished = metric_value(after, "vllm:request_success_total") - metric_value(
         before, "vllm:request_success_total"

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Start the vLLM OpenAI-compatible server the gateway talks to (default port 8800).
+#
+#   scripts/serve_vllm.sh                      # foreground (exec): Ctrl-C / SIGTERM stops it
+#   scripts/serve_vllm.sh --background         # start, wait for /health, print log and PID
+#   scripts/serve_vllm.sh [--background] -- --seed 1   # extra vLLM arguments after --
+#
+# Environment (all optional):
+#   MODEL                   path or hub name; unset: a tiny random Qwen2 built locally into
+#                           $HOME/.cache/eco-gateway/tiny-qwen2 (for tests, not for users)
+#   SERVED_MODEL_NAME       eco-llm          HOST  127.0.0.1        PORT  8800
+#   MAX_MODEL_LEN           2048             GPU_MEMORY_UTILIZATION 0.9 (GPU only)
+#   MAX_NUM_SEQS, DTYPE     passed when set  VLLM_EXTRA_ARGS        extra flags (word-split)
+#   VLLM_VENV               $HOME/.cache/eco-gateway/vllm-venv (installed by
+#                           scripts/install_vllm.sh when missing)
+#   VLLM_DEVICE             auto|cpu|gpu (auto: gpu when nvidia-smi works)
+#   VLLM_CPU_KVCACHE_SPACE  KV cache GiB on CPU, default 1
+#   VLLM_CACHE_ROOT         default: a per-user folder under ${TMPDIR:-/tmp}
+#   LOG_DIR                 --background log/pid folder, default /tmp
+#   HEALTH_TIMEOUT          --background wait for /health in seconds, default 300
+# On CPU the server runs with --enforce-eager (starts in ~30 s instead of compiling).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+log() { printf '[serve_vllm] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+background=0
+extra=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --background|-b) background=1; shift ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+        --) shift; extra+=("$@"); break ;;
+        *) extra+=("$1"); shift ;;
+    esac
+done
+
+export VLLM_VENV="${VLLM_VENV:-$HOME/.cache/eco-gateway/vllm-venv}"
+SERVED_MODEL_NAME="${SERVED_MODEL_NAME:-eco-llm}"
+HOST="${HOST:-127.0.0.1}"
+PORT="${PORT:-8800}"
+MAX_MODEL_LEN="${MAX_MODEL_LEN:-2048}"
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.9}"
+LOG_DIR="${LOG_DIR:-/tmp}"
+HEALTH_TIMEOUT="${HEALTH_TIMEOUT:-300}"
+VLLM_DEVICE="${VLLM_DEVICE:-auto}"
+
+case "$VLLM_DEVICE" in
+    auto) if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+              device=gpu; else device=cpu; fi ;;
+    cpu|gpu) device="$VLLM_DEVICE" ;;
+    *) die "VLLM_DEVICE must be auto, cpu or gpu (got '$VLLM_DEVICE')" ;;
+esac
+export VLLM_DEVICE="$device"
+
+py="$VLLM_VENV/bin/python"
+if [[ ! -x "$py" || ! -f "$VLLM_VENV/.eco-gateway-vllm-installed" ]]; then
+    log "no complete vLLM venv at $VLLM_VENV: running scripts/install_vllm.sh"
+    "$here/install_vllm.sh" >/dev/null
+fi
+
+if [[ -n "${MODEL:-}" && ( "$MODEL" == /* || "$MODEL" == .* || "$MODEL" == ~* ) && ! -d "$MODEL" ]]; then
+    die "MODEL=$MODEL is not a folder (a hub name has the form org/name)"
+fi
+if [[ -z "${MODEL:-}" ]]; then
+    MODEL="$HOME/.cache/eco-gateway/tiny-qwen2"
+    log "MODEL not set: serving the tiny random test model $MODEL (answers are noise)"
+    "$py" "$here/make_tiny_model.py" "$MODEL" >/dev/null
+fi
+
+args=(
+    --model "$MODEL"
+    --served-model-name "$SERVED_MODEL_NAME"
+    --host "$HOST"
+    --port "$PORT"
+    --max-model-len "$MAX_MODEL_LEN"
+)
+if [[ "$device" == gpu ]]; then
+    args+=(--gpu-memory-utilization "$GPU_MEMORY_UTILIZATION")
+else
+    args+=(--enforce-eager)
+    export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
+    export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-${TMPDIR:-/tmp}/eco-gateway-vllm-cache-$(id -u)}"
+    mkdir -p "$VLLM_CACHE_ROOT"
+fi
+[[ -n "${MAX_NUM_SEQS:-}" ]] && args+=(--max-num-seqs "$MAX_NUM_SEQS")
+[[ -n "${DTYPE:-}" ]] && args+=(--dtype "$DTYPE")
+if [[ -n "${VLLM_EXTRA_ARGS:-}" ]]; then
+    read -r -a more <<<"$VLLM_EXTRA_ARGS"
+    args+=("${more[@]}")
+fi
+args+=("${extra[@]}")
+
+cmd=("$py" -m vllm.entrypoints.openai.api_server "${args[@]}")
+health_host="$HOST"
+[[ "$health_host" == 0.0.0.0 || "$health_host" == "::" ]] && health_host=127.0.0.1
+health_url="http://$health_host:$PORT/health"
+
+healthy() { curl -fsS -m 2 -o /dev/null "$health_url" 2>/dev/null; }
+
+if healthy; then
+    die "something already answers $health_url; stop it or choose another PORT"
+fi
+
+log "device=$device model=$MODEL name=$SERVED_MODEL_NAME on $HOST:$PORT"
+if [[ $background -eq 0 ]]; then
+    log "exec: ${cmd[*]}"
+    exec "${cmd[@]}"
+fi
+
+mkdir -p "$LOG_DIR"
+logfile="$LOG_DIR/vllm-$PORT.log"
+pidfile="$LOG_DIR/vllm-$PORT.pid"
+log "starting in the background; log: $logfile"
+# setsid: own session and process group, so `kill -- -PID` stops the API server and its
+# engine-core and worker children together, and the server outlives this script.
+setsid "${cmd[@]}" >"$logfile" 2>&1 </dev/null &
+pid=$!
+echo "$pid" >"$pidfile"
+
+start=$SECONDS
+printf '[serve_vllm] waiting for %s ' "$health_url" >&2
+while true; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+        printf '\n' >&2
+        wait "$pid" 2>/dev/null && rc=0 || rc=$?
+        log "vLLM exited (status $rc) before it was healthy; last lines of $logfile:"
+        tail -n 40 "$logfile" >&2 || true
+        rm -f "$pidfile"
+        exit 1
+    fi
+    if healthy; then
+        printf '\n' >&2
+        break
+    fi
+    if (( SECONDS - start >= HEALTH_TIMEOUT )); then
+        printf '\n' >&2
+        log "not healthy after ${HEALTH_TIMEOUT} s; stopping it. Last lines of $logfile:"
+        tail -n 40 "$logfile" >&2 || true
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        rm -f "$pidfile"
+        exit 1
+    fi
+    printf '.' >&2
+    sleep 2
+done
+log "healthy after $((SECONDS - start)) s: http://$health_host:$PORT/v1 (model '$SERVED_MODEL_NAME')"
+log "log: $logfile"
+log "pid: $pid (written to $pidfile); stop with: kill -- -$pid"
+echo "$pid"
