@@ -4,6 +4,7 @@
 Usage: python3 scripts/check_corpus.py [PATH] [--markdown]
 Exit status 0 when the corpus is valid, 1 otherwise (problems go to stderr).
 """
+
 from __future__ import annotations
 
 import json
@@ -102,8 +103,12 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
 
 def counts(docs: list[dict]) -> tuple[Counter, Counter, Counter]:
     cat: Counter = Counter(d["category"] for d in docs)
-    loc: Counter = Counter(v for d in docs if isinstance(d["locations"], list) for v in d["locations"])
-    work: Counter = Counter(v for d in docs if isinstance(d["work_types"], list) for v in d["work_types"])
+    loc: Counter = Counter(
+        v for d in docs if isinstance(d["locations"], list) for v in d["locations"]
+    )
+    work: Counter = Counter(
+        v for d in docs if isinstance(d["work_types"], list) for v in d["work_types"]
+    )
     return cat, loc, work
 
 
@@ -114,11 +119,23 @@ def table(docs: list[dict]) -> str:
     for code, label in CATEGORIES.items():
         sub = [d for d in docs if d["category"] == code]
         _, loc, work = counts(sub)
-        rows.append([f"{code} ({label})", str(len(sub)),
-                     *(str(loc[x]) for x in LOCATIONS), *(str(work[x]) for x in WORK_TYPES)])
+        rows.append(
+            [
+                f"{code} ({label})",
+                str(len(sub)),
+                *(str(loc[x]) for x in LOCATIONS),
+                *(str(work[x]) for x in WORK_TYPES),
+            ]
+        )
     _, loc, work = counts(docs)
-    rows.append(["**total**", str(len(docs)),
-                 *(str(loc[x]) for x in LOCATIONS), *(str(work[x]) for x in WORK_TYPES)])
+    rows.append(
+        [
+            "**total**",
+            str(len(docs)),
+            *(str(loc[x]) for x in LOCATIONS),
+            *(str(work[x]) for x in WORK_TYPES),
+        ]
+    )
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 

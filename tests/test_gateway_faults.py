@@ -160,3 +160,12 @@ async def test_gateway_log_holds_no_traceback_for_upstream_faults(gateway: Gatew
     # warnings, never as unhandled exceptions.
     log = gateway.log_text()
     assert "Traceback" not in log, log[-3000:]
+
+
+async def test_prose_then_truncated_json_is_an_error_not_a_prose_answer(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("raw", content='추천해 드릴게요.\n```json\n{"recommend": "텀블러를 쓰')
+    result = await read_stream(client, BASE, PARAMS)
+    _assert_error(result, 502)
+    assert result.text == "추천해 드릴게요.\n\n텀블러를 쓰"
