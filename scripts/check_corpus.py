@@ -30,8 +30,8 @@ FIELDS = {"id", "title", "body", "category", "locations", "work_types", "keyword
 SOURCE = "eco-gateway team, original text (2026)"
 ID_RE = re.compile(r"^[a-z]{2}-\d{3}$")
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
-MIN_PER_CATEGORY = 10  # the corpus aims for 12 per category
-MIN_PER_TAG = 8  # each location and work type at least this often
+MIN_PER_CATEGORY = 48  # the corpus holds 51 per category (408 in all; the issue asks >= 400)
+MIN_PER_TAG = 40  # each location and work type at least this often
 
 
 def _str_list(value: object) -> bool:
