@@ -183,7 +183,7 @@ class RecommendationService:
             yield Delta(result.tail)
 
         answer = result.answer
-        if answer is None and result.prose.strip() and not result.complete:
+        if answer is None and result.prose.strip() and not result.json_started:
             # The model ignored the format and wrote prose: it was shown, so it is the answer.
             answer = Answer(recommend=result.prose.strip(), challenges=[])
         if answer is None:
