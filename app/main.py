@@ -23,8 +23,7 @@ from app.config import Settings, get_settings
 from app.errors import BadInput, InternalFailure
 from app.llm.client import LLMClient, build_http_client
 from app.metrics import Metrics
-from app.rag.corpus import load_corpus
-from app.rag.retriever import LexicalRetriever
+from app.rag.startup import open_retriever
 from app.routers import health, recommendation
 
 __all__ = ["create_app"]
@@ -41,19 +40,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
-        retriever = LexicalRetriever(load_corpus(settings.corpus_path))
         sessions = InMemorySessionStore(
             max_sessions=settings.session_max_count,
             max_turns=settings.session_max_turns,
             ttl_seconds=settings.session_ttl_seconds,
         )
-        async with build_http_client(settings) as http:
+        async with open_retriever(settings) as retriever, build_http_client(settings) as http:
             llm = LLMClient(http, settings)
             service = RecommendationService(
                 llm=llm, retriever=retriever, sessions=sessions, settings=settings
             )
             log.info(
-                "gateway ready: upstream %s, %d documents", settings.llm_base_url, len(retriever)
+                "gateway ready: upstream %s, retrieval %s with %s",
+                settings.llm_base_url,
+                settings.retrieval_mode,
+                retriever.embedder_name,
             )
             yield {
                 "settings": settings,

@@ -16,6 +16,7 @@ import json
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from tests.support.disconnect import (  # noqa: E402
     upstream_close_latency,
 )
 from tests.support.gateway import GatewayProcess  # noqa: E402
+from tests.support.store import bundled_store_template, store_copy  # noqa: E402
 from tests.upstream.scripted_openai import ScriptedUpstreamThread  # noqa: E402
 
 PARAMS = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
@@ -43,9 +45,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 async def _run(trials: int) -> dict[str, object]:
+    store = store_copy(bundled_store_template(), Path(tempfile.mkdtemp()) / "qdrant")
+    env = {"LOG_LEVEL": "WARNING", "QDRANT_PATH": str(store)}
     with (
         ScriptedUpstreamThread() as upstream,
-        GatewayProcess({"LLM_BASE_URL": upstream.base_url, "LOG_LEVEL": "WARNING"}) as gateway,
+        GatewayProcess({**env, "LLM_BASE_URL": upstream.base_url}) as gateway,
     ):
         async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
             upstream.set_scenario("ok")

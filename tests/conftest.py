@@ -5,6 +5,8 @@ from tests.integration_fixtures import (  # noqa: F401  (fixtures)
     gateway,
     refused_gateway,
     scripted,
+    store_path,
+    store_template,
     upstream,
 )
 

@@ -118,12 +118,12 @@ async def test_connection_refused_is_502(refused_gateway: GatewayProcess) -> Non
 
 
 async def test_model_discovery_failure_is_502_then_recovers(
-    upstream: ScriptedUpstreamThread,
+    upstream: ScriptedUpstreamThread, store_path: str
 ) -> None:
     # A fresh gateway without LLM_MODEL asks GET /models first.
     upstream.set_scenario("models_error", status=500)
     try:
-        with GatewayProcess({"LLM_BASE_URL": upstream.base_url}) as gw:
+        with GatewayProcess({"LLM_BASE_URL": upstream.base_url, "QDRANT_PATH": store_path}) as gw:
             async with httpx.AsyncClient(base_url=gw.url) as http:
                 _assert_error(await read_stream(http, BASE, PARAMS), 502)
                 upstream.set_scenario("ok")

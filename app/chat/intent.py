@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from app.chat.categories import Category
 
-__all__ = ["Intent", "IntentKind", "classify", "has_eco_vocabulary", "normalize_message"]
+__all__ = [
+    "Intent",
+    "IntentKind",
+    "classify",
+    "has_eco_vocabulary",
+    "is_off_topic",
+    "normalize_message",
+]
 
 
 class IntentKind(enum.Enum):
@@ -118,6 +125,19 @@ def classify(message: str) -> Intent:
     if not _HANGUL_SYLLABLE.search(message) and not _LATIN_WORD.search(message):
         return Intent(IntentKind.NONSENSE)
     return Intent(IntentKind.ASK)
+
+
+def is_off_topic(intent: Intent, message: str, best_score: float, threshold: float) -> bool:
+    """Answer with the friendly "what I can do" text instead of calling the model?
+
+    Nonsense always; an ordinary question when it holds no eco word and nothing in the
+    corpus comes close (``best_score``: the best retrieval hit's cosine similarity).
+    """
+    if intent.kind is IntentKind.NONSENSE:
+        return True
+    if intent.kind is not IntentKind.ASK:
+        return False
+    return not has_eco_vocabulary(message) and best_score < threshold
 
 
 def has_eco_vocabulary(message: str) -> bool:

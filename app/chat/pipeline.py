@@ -17,7 +17,7 @@ from typing import Any
 
 from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
 from app.chat.events import Delta, Done, Failed, StreamEvent
-from app.chat.intent import IntentKind, classify, has_eco_vocabulary, normalize_message
+from app.chat.intent import IntentKind, classify, is_off_topic, normalize_message
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.config import Settings
 from app.errors import BadInput, GatewayError, InternalFailure, InvalidValue, UpstreamFailed
@@ -93,9 +93,7 @@ class RecommendationService:
         await self._sessions.record(
             session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
-        messages = base_info_messages(
-            location=place, work_type=work, category=chosen, hits=_same_category(hits, chosen)
-        )
+        messages = base_info_messages(location=place, work_type=work, category=chosen, hits=hits)
         user_text = f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}"
         async for event in self._generate(session_id, messages, chosen, user_text, request_id):
             yield event
@@ -120,35 +118,30 @@ class RecommendationService:
             return
 
         intent = classify(text)
-        if intent.kind is IntentKind.NONSENSE:
+        state = await self._sessions.load(session_id)
+        category = _next_category(intent.kind, intent.category, state)
+        hits: list[Hit] = []
+        if intent.kind is not IntentKind.NONSENSE:
+            hits = await self._retriever.retrieve(
+                text, k=self._settings.retrieval_k, category=category
+            )
+        best = max((hit.score for hit in hits), default=0.0)
+        if is_off_topic(intent, text, best, self._settings.offtopic_min_score):
             async for event in _friendly_reply():
                 yield event
             return
-
-        state = await self._sessions.load(session_id)
-        category = _next_category(intent.kind, intent.category, state)
-        hits = await self._retriever.retrieve(text, k=self._settings.retrieval_k, category=category)
-        if intent.kind is IntentKind.ASK and not has_eco_vocabulary(text):
-            best = hits[0].score if hits else 0.0
-            if best < self._settings.offtopic_min_score:
-                async for event in _friendly_reply():
-                    yield event
-                return
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
             category = hits[0].document.category if hits else _FALLBACK_CATEGORY
         await self._sessions.record(session_id, category=category)
 
-        history = (
-            state.turns[-self._settings.prompt_history_turns :]
-            if (self._settings.prompt_history_turns)
-            else ()
-        )
+        keep = self._settings.prompt_history_turns
+        history = state.turns[-keep:] if keep else ()
         messages = free_text_messages(
             message=text,
             category=category,
             history=history,
-            hits=_same_category(hits, category) or hits,
+            hits=hits,
             location=state.location,
             work_type=state.work_type,
         )
@@ -230,7 +223,3 @@ def _next_category(
         others = [c for c in Category if c is not state.category]
         return random.choice(others)
     return state.category
-
-
-def _same_category(hits: Sequence[Hit], category: Category) -> list[Hit]:
-    return [hit for hit in hits if hit.document.category is category]

@@ -1,95 +1,105 @@
-"""Retrieval behind a small interface, and a lexical implementation over the bundled corpus.
+"""Retrieval behind a small interface, and its implementation over the vector store.
 
-``LexicalRetriever`` scores documents by TF-IDF cosine over Korean character bigrams (and
-whole Latin words), which needs no model and copes with spacing and particles. It is the
-stand-in until the Qdrant + embedding retriever lands (issue 4); both answer the same
-``Retriever`` protocol. Scoring a query over a few hundred documents takes well under a
-millisecond, so it runs on the event loop; an embedding retriever must go off-loop.
+``HybridRetriever`` embeds the query (dense) and encodes its lexical terms (sparse BM25),
+asks Qdrant for both candidate lists and fuses them with reciprocal rank fusion; the
+session's category, when known, filters the candidates. The order is the fused one; each
+hit's ``score`` is the dense cosine similarity, a closeness that means the same for every
+query (RRF scores are ranks), which the off-topic check needs. Embedding and search are CPU
+or network work: both run off the event loop.
 """
 
 from __future__ import annotations
 
-import math
-import re
-import unicodedata
-from collections import Counter
-from collections.abc import Sequence
+import enum
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
+
+import anyio
+import numpy as np
 
 from app.chat.categories import Category
 from app.rag.corpus import Document
+from app.rag.embedder import Embedder
+from app.rag.sparse import SparseEncoder
+from app.rag.store import SearchHit, VectorStore
 
-__all__ = ["Hit", "LexicalRetriever", "Retriever"]
+__all__ = ["Hit", "HybridRetriever", "Retriever", "SearchMode"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
     document: Document
-    score: float  # 0..1, higher is closer
+    score: float  # dense cosine similarity to the query, -1..1
 
 
 class Retriever(Protocol):
     async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
-        """The ``k`` best documents for ``query``, preferring ``category`` when given."""
+        """The ``k`` best documents for ``query``, within ``category`` when given."""
         ...
 
 
-_WORD = re.compile(r"[0-9a-z]+|[가-힣]+")
-_CATEGORY_BOOST = 0.15
+class SearchMode(enum.Enum):
+    HYBRID = "hybrid"
+    DENSE = "dense"
+    SPARSE = "sparse"
 
 
-def _features(text: str) -> Counter[str]:
-    text = unicodedata.normalize("NFKC", text).lower()
-    features: Counter[str] = Counter()
-    for word in _WORD.findall(text):
-        if word.isascii():
-            features[word] += 1
-        elif len(word) == 1:
-            features[word] += 1
-        else:
-            features.update(word[i : i + 2] for i in range(len(word) - 1))
-    return features
+def _document(payload: dict[str, Any]) -> Document:
+    return Document(
+        id=str(payload["doc_id"]),
+        title=str(payload["title"]),
+        body=str(payload["body"]),
+        category=Category[str(payload["category"])],
+        locations=tuple(payload.get("locations", ())),
+        work_types=tuple(payload.get("work_types", ())),
+        keywords=tuple(payload.get("keywords", ())),
+        source=str(payload.get("source", "")),
+    )
 
 
-class LexicalRetriever:
-    def __init__(self, documents: Sequence[Document]) -> None:
-        self._documents = list(documents)
-        doc_features = [
-            _features(f"{d.title} {d.title} {d.body} {' '.join(d.keywords)}")
-            for d in self._documents
-        ]
-        frequency: Counter[str] = Counter()
-        for features in doc_features:
-            frequency.update(features.keys())
-        count = len(self._documents)
-        self._idf = {term: math.log((1 + count) / (1 + df)) + 1.0 for term, df in frequency.items()}
-        self._vectors = [self._weigh(features) for features in doc_features]
+class HybridRetriever:
+    def __init__(
+        self,
+        store: VectorStore,
+        collection: str,
+        embedder: Embedder,
+        *,
+        mode: SearchMode = SearchMode.HYBRID,
+    ) -> None:
+        self._store = store
+        self._collection = collection
+        self._embedder = embedder
+        self._sparse = SparseEncoder()
+        self.mode = mode
 
-    def __len__(self) -> int:
-        return len(self._documents)
+    @property
+    def embedder_name(self) -> str:
+        return self._embedder.name
 
-    def _weigh(self, features: Counter[str]) -> dict[str, float]:
-        weights = {t: (1 + math.log(n)) * self._idf.get(t, 0.0) for t, n in features.items()}
-        norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-        return {t: w / norm for t, w in weights.items() if w}
-
-    def score_all(self, query: str) -> list[float]:
-        query_vector = self._weigh(_features(query))
+    def search(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
+        """Synchronous search (for the CLI and benchmarks); ``retrieve`` is the async face."""
+        if k <= 0:
+            return []
+        # Sparse-only search needs no model; its hits then carry score 0.
+        vector = (
+            self._embedder.embed_queries([query])[0] if self.mode is not SearchMode.SPARSE else None
+        )
+        hits: list[SearchHit] = self._store.search(
+            self._collection,
+            dense=vector,
+            sparse=self._sparse.encode_query(query) if self.mode is not SearchMode.DENSE else None,
+            limit=k,
+            category=category.code if category is not None else None,
+        )
         return [
-            sum(weight * vector.get(term, 0.0) for term, weight in query_vector.items())
-            for vector in self._vectors
+            Hit(
+                _document(hit.payload),
+                float(np.dot(vector, hit.dense))
+                if vector is not None and hit.dense is not None
+                else 0.0,
+            )
+            for hit in hits
         ]
 
     async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
-        if k <= 0 or not self._documents:
-            return []
-        scores = self.score_all(query)
-        ranked = sorted(
-            range(len(scores)),
-            key=lambda i: (
-                scores[i] + (_CATEGORY_BOOST if self._documents[i].category is category else 0.0)
-            ),
-            reverse=True,
-        )
-        return [Hit(self._documents[i], scores[i]) for i in ranked[:k]]
+        return await anyio.to_thread.run_sync(lambda: self.search(query, k=k, category=category))

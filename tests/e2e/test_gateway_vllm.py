@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ from tests.e2e.vllm_server import VLLMServer, metric_value
 from tests.support.disconnect import hang_up_once
 from tests.support.gateway import GatewayProcess
 from tests.support.sse import StreamResult, assert_well_formed, read_stream
+from tests.support.store import store_copy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.anyio]
 
@@ -28,8 +30,15 @@ FREE = "/ai/chatbot/recommendation/free-text"
 
 
 @pytest.fixture(scope="module")
-def vllm_gateway(vllm_server: VLLMServer) -> Iterator[GatewayProcess]:
-    env = {"LLM_BASE_URL": vllm_server.base_url, "LLM_READ_TIMEOUT": "60", "LLM_MAX_TOKENS": "768"}
+def vllm_gateway(
+    vllm_server: VLLMServer, store_template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[GatewayProcess]:
+    env = {
+        "LLM_BASE_URL": vllm_server.base_url,
+        "LLM_READ_TIMEOUT": "60",
+        "LLM_MAX_TOKENS": "768",
+        "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
+    }
     with GatewayProcess(env) as gateway:
         yield gateway
 

@@ -1,0 +1,97 @@
+"""Put documents into the vector store, idempotently.
+
+Each point's id is a hash of everything that shapes its vectors and payload (the document's
+fields and the embedder's name), so a second run finds every id present and changes
+nothing; an edited document gets a new id, and its old point is deleted. Embedding runs in
+batches, with progress reported per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from app.rag.corpus import Document
+from app.rag.embedder import Embedder
+from app.rag.sparse import SparseEncoder, terms
+from app.rag.store import VectorStore
+
+__all__ = ["IngestReport", "ingest", "passage_text", "point_id"]
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    total: int
+    added: int
+    unchanged: int
+    replaced: int
+
+
+def passage_text(document: Document) -> str:
+    return f"{document.title}\n{document.body}"
+
+
+def _payload(document: Document) -> dict[str, Any]:
+    return {
+        "doc_id": document.id,
+        "title": document.title,
+        "body": document.body,
+        "category": document.category.code,
+        "locations": list(document.locations),
+        "work_types": list(document.work_types),
+        "keywords": list(document.keywords),
+        "source": document.source,
+    }
+
+
+def point_id(document: Document, embedder_name: str) -> str:
+    blob = json.dumps([embedder_name, _payload(document)], ensure_ascii=False, sort_keys=True)
+    return str(uuid.UUID(bytes=hashlib.sha256(blob.encode()).digest()[:16]))
+
+
+def ingest(
+    store: VectorStore,
+    collection: str,
+    embedder: Embedder,
+    documents: Sequence[Document],
+    *,
+    batch_size: int = 64,
+    progress: Progress | None = None,
+) -> IngestReport:
+    store.ensure_collection(collection, embedder.dim)
+    ids = [point_id(d, embedder.name) for d in documents]
+    present = store.existing(collection, ids) if ids else set()
+    todo = [(pid, d) for pid, d in zip(ids, documents, strict=True) if pid not in present]
+    lengths = [len(terms(passage_text(d))) for d in documents] or [1]
+    sparse = SparseEncoder(average_length=sum(lengths) / len(lengths))
+
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start : start + batch_size]
+        texts = [passage_text(d) for _, d in batch]
+        store.upsert(
+            collection,
+            [pid for pid, _ in batch],
+            embedder.embed_passages(texts),
+            [
+                sparse.encode_passage(f"{t}\n{' '.join(d.keywords)}")
+                for t, (_, d) in zip(texts, batch, strict=True)
+            ],
+            [_payload(d) for _, d in batch],
+        )
+        if progress is not None:
+            progress(start + len(batch), len(todo))
+
+    replaced = store.stale(collection, [d.id for _, d in todo], ids) if todo else []
+    store.delete(collection, replaced)
+    return IngestReport(
+        total=len(documents),
+        added=len(todo),
+        unchanged=len(documents) - len(todo),
+        replaced=len(replaced),
+    )

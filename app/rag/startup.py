@@ -1,0 +1,57 @@
+"""Open the retriever for the app's lifespan: store, embedding model, first-start ingest."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from app.config import Settings
+from app.rag.corpus import load_corpus
+from app.rag.embedder import Embedder, load_embedder
+from app.rag.ingest import ingest
+from app.rag.retriever import HybridRetriever, SearchMode
+from app.rag.store import VectorStore, configured_store
+
+__all__ = ["open_retriever"]
+
+log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
+    """The configured retriever, ready to search; closes the store on exit.
+
+    Loading the model, the local store and a first ingest are blocking work, done in a
+    worker thread so that nothing else waits on them.
+    """
+    store = await anyio.to_thread.run_sync(configured_store, settings)
+    try:
+        embedder = await anyio.to_thread.run_sync(load_embedder, settings.embedding_model)
+        await _ingest_if_empty(settings, store, embedder)
+        yield HybridRetriever(
+            store,
+            settings.qdrant_collection,
+            embedder,
+            mode=SearchMode(settings.retrieval_mode),
+        )
+    finally:
+        await anyio.to_thread.run_sync(store.close)
+
+
+async def _ingest_if_empty(settings: Settings, store: VectorStore, embedder: Embedder) -> None:
+    collection = settings.qdrant_collection
+    if await anyio.to_thread.run_sync(store.count, collection):
+        return
+    documents = load_corpus(settings.corpus_path)
+    log.info("vector store is empty: ingesting %d documents (first start only)", len(documents))
+
+    def progress(done: int, total: int) -> None:
+        log.info("ingest: embedded %d/%d documents", done, total)
+
+    report = await anyio.to_thread.run_sync(
+        lambda: ingest(store, collection, embedder, documents, progress=progress)
+    )
+    log.info("ingest done: %d documents added", report.added)
