@@ -24,7 +24,7 @@ from app.errors import BadInput, InternalFailure
 from app.llm.client import LLMClient, build_http_client
 from app.metrics import Metrics
 from app.rag.startup import open_retriever
-from app.routers import health, recommendation
+from app.routers import health, page, recommendation
 
 __all__ = ["create_app"]
 
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
     app.include_router(recommendation.router)
     app.include_router(health.router)
+    app.include_router(page.router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

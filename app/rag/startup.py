@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from app.config import Settings
 from app.rag.corpus import load_corpus
@@ -15,9 +16,13 @@ from app.rag.ingest import ingest
 from app.rag.retriever import HybridRetriever, SearchMode
 from app.rag.store import VectorStore, configured_store
 
-__all__ = ["open_retriever"]
+__all__ = ["VectorStoreUnavailable", "open_retriever"]
 
 log = logging.getLogger(__name__)
+
+
+class VectorStoreUnavailable(RuntimeError):
+    """The configured Qdrant could not be reached at start-up (the message says where)."""
 
 
 @asynccontextmanager
@@ -30,7 +35,13 @@ async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
     store = await anyio.to_thread.run_sync(configured_store, settings)
     try:
         embedder = await anyio.to_thread.run_sync(load_embedder, settings.embedding_model)
-        await _ingest_if_empty(settings, store, embedder)
+        try:
+            await _ingest_if_empty(settings, store, embedder)
+        except (OSError, ResponseHandlingException, UnexpectedResponse) as exc:
+            where = settings.qdrant_url or settings.qdrant_path
+            raise VectorStoreUnavailable(
+                f"the vector store at {where} did not answer: {exc}"
+            ) from exc
         yield HybridRetriever(
             store,
             settings.qdrant_collection,

@@ -61,7 +61,11 @@ def open_store(
     *, url: str | None, path: Path | str | None, api_key: str | None = None, timeout: float = 10
 ) -> VectorStore:
     if url:
-        client = QdrantClient(url=url, api_key=api_key, timeout=int(timeout))
+        # No version probe: it runs in a background thread that dies noisily when the server is
+        # down at start-up; the first real call reports an unreachable server clearly instead.
+        client = QdrantClient(
+            url=url, api_key=api_key, timeout=int(timeout), check_compatibility=False
+        )
         return VectorStore(client, local=False)
     location = str(path) if path is not None else ":memory:"
     if location == ":memory:":

@@ -197,3 +197,23 @@ async def test_gateway_ingests_its_corpus_on_first_start(
             prompt = json.dumps(upstream.chat_requests[-1]["body"]["messages"], ensure_ascii=False)
             titles = [d.title for d in small_corpus if d.category is Category.PLOGGING]
             assert any(title in prompt for title in titles)
+
+
+def test_server_mode_uses_the_same_client_and_fails_clearly(tmp_path: Path) -> None:
+    store = open_store(url="http://127.0.0.1:9", path=None, timeout=2)
+    try:
+        assert not store.local
+        with pytest.raises(Exception, match=r"(?i)connect|refused"):
+            store.count(COLLECTION)
+    finally:
+        store.close()
+
+
+def test_gateway_refuses_to_start_without_its_vector_store(tmp_path: Path) -> None:
+    env = {"QDRANT_URL": "http://127.0.0.1:9", "LLM_BASE_URL": "http://127.0.0.1:9/v1"}
+    gateway = GatewayProcess(env, startup_timeout=60)
+    with pytest.raises(RuntimeError, match="exited early"):
+        gateway.__enter__()
+    log = gateway.log_text()
+    gateway.__exit__(None, None, None)
+    assert "the vector store at http://127.0.0.1:9 did not answer" in log

@@ -1,0 +1,1 @@
+"""Browser tests: the chat page in headless Chromium against the real gateway."""

@@ -1,0 +1,402 @@
+"""The chat page (``/``) in headless Chromium, against the real gateway and the scripted upstream.
+
+Needs Debian's chromium and chromium-driver (``scripts/install_browser.sh``) and selenium. When
+they are missing the tests fail, never skip: CI installs them.
+
+What the page must do (SPEC "Who calls us"): stream the ``challenge`` texts into the bubble as
+they arrive, render cards from ``close``, show the envelope's Korean ``message`` on ``error``,
+and close its EventSource on every terminal event so the browser never reconnects into a
+second generation. Reconnects are counted twice: as upstream chat requests and as the
+browser's own network requests (Chromium's performance log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from app.chat.pipeline import OFF_TOPIC_REPLY
+from app.errors import UpstreamFailed
+from tests.support.gateway import ROOT, GatewayProcess
+from tests.upstream.scripted_openai import (
+    DEFAULT_ANSWER,
+    ScriptedUpstreamThread,
+    expected_display_text,
+)
+
+try:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+except ImportError:  # reported by the fixture as a failure
+    webdriver = None
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOT = ROOT / "docs" / "chat-page.png"
+API = "/ai/chatbot/recommendation/"
+#: Never on the page, not even for a moment: keys, fences, braces (SPEC "Display text").
+FORBIDDEN = ("recommend", "challenges", '"title"', "description", "```", "json", "{")
+#: EventSource reconnects after 3 s unless the server sends ``retry:``; wait longer than that.
+RECONNECT_WINDOW_S = 3.5
+STREAM_TIMEOUT_S = 20.0
+
+_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1100,900",
+    "--lang=ko-KR",
+)
+
+# Records every state of the page text, not only what a poll happens to see.
+_WATCH_JS = """
+window.__leaks = [];
+const forbidden = arguments[0];
+new MutationObserver(() => {
+  const text = document.body.textContent;
+  for (const word of forbidden) {
+    if (text.includes(word)) window.__leaks.push([word, text]);
+  }
+}).observe(document.body, {childList: true, subtree: true, characterData: true});
+"""
+
+_SNAPSHOT_JS = """
+const answers = document.querySelectorAll('#chat-log > li.msg.bot[data-state]');
+const last = answers[answers.length - 1];
+return {
+  count: answers.length,
+  state: last ? last.dataset.state : null,
+  text: last ? last.querySelector('.bubble-text').textContent : '',
+  page: document.body.innerText,
+  leaks: window.__leaks.length,
+};
+"""
+
+_LAST_ANSWER_JS = """
+const answers = document.querySelectorAll('#chat-log > li.msg.bot[data-state]');
+const last = answers[answers.length - 1];
+const all = (selector) => Array.from(last.querySelectorAll(selector), (n) => n.textContent);
+return {
+  state: last.dataset.state,
+  text: last.querySelector('.bubble-text').textContent,
+  titles: all('.card-title'),
+  descriptions: all('.card-text'),
+  labels: all('.badge'),
+  error: all('.error-text').join(''),
+  busy: document.getElementById('chat-log').getAttribute('aria-busy'),
+  buttonsDisabled: Array.from(document.querySelectorAll('button'), (b) => b.disabled),
+};
+"""
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    missing = [str(path) for path in (CHROMIUM, CHROMEDRIVER) if not path.exists()]
+    if missing:
+        pytest.fail(
+            f"browser tests need Chromium and chromedriver; missing {', '.join(missing)}. "
+            "Install them with scripts/install_browser.sh "
+            "(as root: apt-get install -y chromium chromium-driver)",
+            pytrace=False,
+        )
+    if webdriver is None:
+        pytest.fail("browser tests need selenium: .venv/bin/pip install selenium", pytrace=False)
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in _FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+    service = Service(executable_path=str(CHROMEDRIVER))
+    driver = webdriver.Chrome(service=service, options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def page(browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread) -> Any:
+    """A fresh page load (a new sessionId), watched for leaks, with an empty network log."""
+    browser.get(gateway.url + "/")
+    browser.execute_script(_WATCH_JS, list(FORBIDDEN))
+    browser.get_log("performance")  # drop what the page load itself logged
+    return browser
+
+
+def _api_requests(driver: Any) -> list[str]:
+    """URLs of gateway API requests the browser sent since the last call (reconnects too)."""
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            url = message["params"]["request"]["url"]
+            if API in url:
+                urls.append(url)
+    return urls
+
+
+def _no_leak(text: str) -> None:
+    for word in FORBIDDEN:
+        assert word not in text, (word, text)
+
+
+def _submit_base_info(driver: Any, location: str, work_type: str, category_label: str) -> None:
+    Select(driver.find_element(By.ID, "location")).select_by_visible_text(location)
+    Select(driver.find_element(By.ID, "workType")).select_by_visible_text(work_type)
+    Select(driver.find_element(By.ID, "category")).select_by_visible_text(category_label)
+    driver.find_element(By.ID, "base-info-submit").click()
+
+
+def _send_message(driver: Any, text: str) -> None:
+    box = driver.find_element(By.ID, "message")
+    box.clear()
+    box.send_keys(text)
+    driver.find_element(By.ID, "free-text-submit").click()
+
+
+def _follow(driver: Any, answers_before: int) -> list[str]:
+    """Poll the newest answer until it ends; every page text seen is checked for leaks.
+
+    Returns the distinct bubble texts observed while it was streaming, in order."""
+    seen: list[str] = []
+    deadline = time.monotonic() + STREAM_TIMEOUT_S
+    while True:
+        snap = driver.execute_script(_SNAPSHOT_JS)
+        _no_leak(snap["page"])
+        if snap["count"] > answers_before:
+            if snap["state"] != "streaming":
+                break
+            if not seen or seen[-1] != snap["text"]:
+                seen.append(snap["text"])
+        assert time.monotonic() < deadline, f"no terminal event within {STREAM_TIMEOUT_S}s"
+        time.sleep(0.01)
+    leaks = driver.execute_script("return window.__leaks.slice(0, 3);")
+    assert not leaks, leaks
+    return seen
+
+
+def _answers(driver: Any) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, "#chat-log > li.msg.bot[data-state]"))
+
+
+def _last_answer(driver: Any) -> dict[str, Any]:
+    result: dict[str, Any] = driver.execute_script(_LAST_ANSWER_JS)
+    return result
+
+
+def _screenshot(driver: Any) -> None:
+    """docs/chat-page.png: the first answer with its cards, nothing hovered."""
+    size = driver.get_window_size()
+    driver.set_window_size(1100, 1150)
+    ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()
+    driver.execute_script("document.activeElement.blur();")
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOT))
+    driver.set_window_size(size["width"], size["height"])
+
+
+def _assert_idle(answer: dict[str, Any]) -> None:
+    assert answer["busy"] == "false"
+    assert not any(answer["buttonsDisabled"]), "the forms are usable again"
+
+
+def test_base_info_streams_live_then_cards_then_free_text(
+    page: Any, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", token_delay=0.02)
+    titles = [c["title"] for c in DEFAULT_ANSWER["challenges"]]
+    descriptions = [c["description"] for c in DEFAULT_ANSWER["challenges"]]
+
+    _submit_base_info(page, "바닷가", "현장직", "플로깅")
+    seen = _follow(page, 0)
+    final = expected_display_text()
+    intermediate = {len(text) for text in seen if 0 < len(text) < len(final)}
+    assert len(intermediate) >= 2, f"the bubble did not grow live: {sorted(intermediate)}"
+    for text in seen:
+        assert final.startswith(text), text  # it only ever grows
+    answer = _last_answer(page)
+    assert answer["state"] == "done"
+    assert answer["text"] == final
+    assert answer["titles"] == titles
+    assert answer["descriptions"] == descriptions
+    assert answer["labels"] == ["플로깅"] * 3
+    _assert_idle(answer)
+    _screenshot(page)
+
+    _send_message(page, "주말에 할 수 있는 챌린지 추천해 줘")
+    _follow(page, 1)
+    second = _last_answer(page)
+    assert second["state"] == "done"
+    assert second["text"] == final
+    assert second["labels"] == ["플로깅"] * 3, "the session kept the base-info category"
+    _assert_idle(second)
+    assert page.find_element(By.ID, "message").get_attribute("value") == ""
+
+    time.sleep(RECONNECT_WINDOW_S)
+    requests = [urlsplit(url) for url in _api_requests(page)]
+    assert [r.path for r in requests] == [API + "base-info", API + "free-text"], requests
+    first_query, second_query = (parse_qs(r.query) for r in requests)
+    assert first_query["category"] == ["PLOGGING"], "the code is sent, the label is shown"
+    assert first_query["location"] == ["바닷가"] and first_query["workType"] == ["현장직"]
+    assert second_query["message"] == ["주말에 할 수 있는 챌린지 추천해 줘"]
+    session_ids = {q["sessionId"][0] for q in (first_query, second_query)}
+    assert len(session_ids) == 1 and len(session_ids.pop()) == 36, "one UUID per page load"
+    assert len(scripted.chat_requests) == 2, "one upstream generation per submit"
+    assert _answers(page) == 2
+
+
+def test_upstream_error_is_readable_and_never_reconnects(
+    page: Any, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("http_error", status=500)
+    _submit_base_info(page, "도시", "사무직", "제로웨이스트")
+    _follow(page, 0)
+    answer = _last_answer(page)
+    assert answer["state"] == "error"
+    assert answer["error"] == UpstreamFailed.default_message
+    assert answer["titles"] == []
+    _assert_idle(answer)
+    visible = page.find_element(By.CSS_SELECTOR, ".error-note").is_displayed()
+    assert visible, "the error is on screen"
+
+    time.sleep(RECONNECT_WINDOW_S)
+    assert len(scripted.chat_requests) == 1, "the browser reconnected into a second generation"
+    assert len(_api_requests(page)) == 1
+    assert _answers(page) == 1
+    assert _last_answer(page)["error"] == UpstreamFailed.default_message
+
+
+def test_nonsense_gets_the_friendly_reply(page: Any, scripted: ScriptedUpstreamThread) -> None:
+    _send_message(page, "ㅁㄴㅇㄹ")
+    _follow(page, 0)
+    answer = _last_answer(page)
+    assert answer["state"] == "done"
+    assert answer["text"] == OFF_TOPIC_REPLY
+    assert answer["titles"] == [] and answer["error"] == ""
+    assert scripted.chat_requests == [], "nonsense never reaches the model"
+    user = page.find_elements(By.CSS_SELECTOR, "#chat-log > li.msg.user .bubble")
+    assert [u.text for u in user] == ["ㅁㄴㅇㄹ"]
+
+
+def test_dropped_connection_is_reported_and_not_retried(
+    browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    # The connection dies mid-answer (a reset, no terminal event): the EventSource's own
+    # onerror, which would reconnect by itself in 3 s if the page let it.
+    scripted.set_scenario("ok", token_delay=0.05)
+    with _CuttableProxy(gateway.port) as proxy:
+        browser.get(proxy.url + "/")
+        browser.execute_script(_WATCH_JS, list(FORBIDDEN))
+        browser.get_log("performance")
+        _submit_base_info(browser, "산", "재택근무", "비건")
+        deadline = time.monotonic() + STREAM_TIMEOUT_S
+        while not browser.execute_script(_SNAPSHOT_JS)["text"]:
+            assert time.monotonic() < deadline, "the answer never started"
+            time.sleep(0.01)
+        proxy.cut()
+        _follow(browser, 0)
+        answer = _last_answer(browser)
+        assert answer["state"] == "error"
+        assert answer["error"] == "연결이 끊겼어요. 잠시 후 다시 시도해 주세요."
+        assert answer["text"], "what arrived before the drop stays"
+        _assert_idle(answer)
+        time.sleep(RECONNECT_WINDOW_S)
+        assert len(_api_requests(browser)) == 1, "the page retried after the drop"
+        assert proxy.connections_after_cut == 0
+    assert len(scripted.chat_requests) == 1
+
+
+class _CuttableProxy:
+    """A loopback TCP relay to the gateway whose open connections can be reset at once."""
+
+    def __init__(self, target_port: int) -> None:
+        self._target = ("127.0.0.1", target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._cut = False
+        self.connections_after_cut = 0
+
+    def __enter__(self) -> _CuttableProxy:
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._listener.close()
+        self.cut()
+
+    def cut(self) -> None:
+        with self._lock:
+            self._cut = True
+            sockets = list(self._sockets)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                # Linger 0: the close() in _pump sends a reset, as a dropped network would.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                # Wakes the pump blocked in recv(); a close() from here would not.
+                sock.shutdown(socket.SHUT_RD)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self._target)
+            with self._lock:
+                if self._cut:
+                    self.connections_after_cut += 1
+                self._sockets += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        if self._cut:
+            src.close()
+            return
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def test_message_is_capped_at_100_characters(page: Any) -> None:
+    box = page.find_element(By.ID, "message")
+    box.send_keys("가" * 150)
+    assert box.get_attribute("value") == "가" * 100
+    assert page.find_element(By.ID, "message-count").text == "100/100"
+
+
+def test_page_assets_load_and_nothing_else_is_served(page: Any) -> None:
+    loaded = page.execute_script(
+        "return [document.styleSheets.length, getComputedStyle(document.body).margin];"
+    )
+    assert loaded == [1, "0px"], "chat.css applied"
+    assert page.find_element(By.ID, "message-count").text == "0/100", "chat.js ran"
+    status = page.execute_script("return fetch('static/index.html').then((r) => r.status);")
+    assert status == 404, "only the listed assets are served from /static"
