@@ -6,10 +6,13 @@
 #   scripts/serve_vllm.sh [--background] -- --seed 1   # extra vLLM arguments after --
 #
 # Environment (all optional):
-#   MODEL                   path or hub name; unset: a tiny random Qwen2 built locally into
-#                           $HOME/.cache/eco-gateway/tiny-qwen2 (for tests, not for users)
+#   MODEL                   path or hub name; unset: the offline default model,
+#                           Qwen2.5-Coder-0.5B-Instruct (fetched and converted once by
+#                           scripts/fetch_default_model.sh; MAX_MODEL_LEN then defaults to 4096);
+#                           MODEL=tiny: a tiny random Qwen2 built locally into
+#                           $HOME/.cache/eco-gateway/tiny-qwen2 (answers are noise; for tests)
 #   SERVED_MODEL_NAME       eco-llm          HOST  127.0.0.1        PORT  8800
-#   MAX_MODEL_LEN           2048             GPU_MEMORY_UTILIZATION 0.9 (GPU only)
+#   MAX_MODEL_LEN           2048 (4096 for the default model)   GPU_MEMORY_UTILIZATION 0.9 (GPU only)
 #   MAX_NUM_SEQS, DTYPE     passed when set  VLLM_EXTRA_ARGS        extra flags (word-split)
 #   VLLM_VENV               $HOME/.cache/eco-gateway/vllm-venv (installed by
 #                           scripts/install_vllm.sh when missing)
@@ -18,6 +21,7 @@
 #   VLLM_CACHE_ROOT         default: a per-user folder under ${TMPDIR:-/tmp}
 #   LOG_DIR                 --background log/pid folder, default /tmp
 #   HEALTH_TIMEOUT          --background wait for /health in seconds, default 300
+#   PREFLIGHT               1: run `python -m app.llm.preflight` on a local MODEL first; 0 skips
 # On CPU the server runs with --enforce-eager (starts in ~30 s instead of compiling).
 set -euo pipefail
 
@@ -63,10 +67,19 @@ fi
 if [[ -n "${MODEL:-}" && ( "$MODEL" == /* || "$MODEL" == .* || "$MODEL" == ~* ) && ! -d "$MODEL" ]]; then
     die "MODEL=$MODEL is not a folder (a hub name has the form org/name)"
 fi
-if [[ -z "${MODEL:-}" ]]; then
+if [[ "${MODEL:-}" == tiny ]]; then
     MODEL="$HOME/.cache/eco-gateway/tiny-qwen2"
-    log "MODEL not set: serving the tiny random test model $MODEL (answers are noise)"
+    log "MODEL=tiny: serving the tiny random test model $MODEL (answers are noise)"
     "$py" "$here/make_tiny_model.py" "$MODEL" >/dev/null
+elif [[ -z "${MODEL:-}" ]]; then
+    log "MODEL not set: serving the default model Qwen2.5-Coder-0.5B-Instruct (MODEL=tiny: test model)"
+    MODEL="$("$here/fetch_default_model.sh")" || die "could not fetch the default model"
+    # 4096 unless MAX_MODEL_LEN came from the environment (an inherited variable is exported; the
+    # 2048 default above is not). KV cache per token: 24 layers x 2 KV heads x 64 x 2 (K, V) x
+    # 2 bytes = 12 KiB, so the default 1 GiB VLLM_CPU_KVCACHE_SPACE holds ~87k tokens.
+    if [[ "$(declare -p MAX_MODEL_LEN)" != "declare -x"* ]]; then
+        MAX_MODEL_LEN=4096
+    fi
 fi
 
 args=(
@@ -101,6 +114,23 @@ healthy() { curl -fsS -m 2 -o /dev/null "$health_url" 2>/dev/null; }
 
 if healthy; then
     die "something already answers $health_url; stop it or choose another PORT"
+fi
+
+# Preflight: catch what keeps vLLM from starting (unmerged LoRA, config/weights/tokenizer
+# mismatches, missing tokenizer files, Gemma-2 without FlashInfer, a KV cache that cannot
+# fit) in a second, with the fix, instead of minutes into a load. Local folders only.
+if [[ -d "$MODEL" && "${PREFLIGHT:-1}" != 0 ]]; then
+    preflight=(--max-model-len "$MAX_MODEL_LEN")
+    [[ -n "${MAX_NUM_SEQS:-}" ]] && preflight+=(--max-num-seqs "$MAX_NUM_SEQS")
+    [[ -n "${DTYPE:-}" ]] && preflight+=(--dtype "$DTYPE")
+    if [[ "$device" == gpu ]]; then
+        preflight+=(--gpu-memory-utilization "$GPU_MEMORY_UTILIZATION")
+    else
+        preflight+=(--cpu-kvcache-gib "$VLLM_CPU_KVCACHE_SPACE")
+    fi
+    log "preflight: checking $MODEL (PREFLIGHT=0 skips)"
+    (cd "$here/.." && "$py" -m app.llm.preflight "$MODEL" "${preflight[@]}") >&2 \
+        || die "preflight found a problem with $MODEL (the fix is printed above)"
 fi
 
 log "device=$device model=$MODEL name=$SERVED_MODEL_NAME on $HOST:$PORT"
