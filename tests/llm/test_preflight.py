@@ -14,19 +14,19 @@ from typing import Any
 
 import pytest
 
-from app.llm import preflight
 from app.llm.preflight import (
-    BLOCK_SIZE,
     ModelFacts,
     PlanOptions,
     Status,
     inspect_folder,
+    machine,
     main,
     read_safetensors_header,
     run_checks,
 )
+from app.llm.preflight.kv_cache import BLOCK_SIZE
 
-_REAL_GPU_PROBE = preflight._gpu_memory_gib
+_REAL_GPU_PROBE = machine.gpu_memory_gib
 TINY_MODEL = Path.home() / ".cache" / "eco-gateway" / "tiny-qwen2"
 _BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4}
 
@@ -169,7 +169,7 @@ def _no_device_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """Results must not depend on this machine's GPU or vLLM environment variables."""
     monkeypatch.delenv("VLLM_ATTENTION_BACKEND", raising=False)
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
-    monkeypatch.setattr(preflight, "_gpu_memory_gib", lambda: (None, "no GPU (test)"))
+    monkeypatch.setattr(machine, "gpu_memory_gib", lambda: (None, "no GPU (test)"))
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str]:
