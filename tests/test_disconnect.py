@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import time
 
 import anyio
 import httpx
@@ -67,3 +68,19 @@ async def test_concurrent_sessions_with_disconnects(
     with anyio.fail_after(5):
         while (await gateway_gauges(client))["gateway_open_streams"]:
             await anyio.sleep(0.01)
+
+
+async def test_post_caller_that_gives_up_stops_the_generation(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    """A relaying backend that times out must not leave vLLM generating for nobody."""
+    scripted.set_scenario("slow", token_delay=0.01)
+    with anyio.move_on_after(0.5):
+        await client.post(BASE, json=PARAMS)
+    gave_up_at = time.time()
+    with anyio.fail_after(5):
+        while not scripted.stats["streams_aborted_by_client"]:
+            await anyio.sleep(0.01)
+    assert scripted.stats["disconnects"][-1]["disconnect_at"] - gave_up_at < 0.5
+    scripted.set_scenario("ok")
+    assert (await client.post(BASE, json=PARAMS)).status_code == 200  # and still serving

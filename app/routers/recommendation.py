@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+import anyio
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
@@ -62,10 +63,33 @@ def _headers(session_id: str, request_id: str) -> dict[str, str]:
     return {"x-session-id": session_id, "x-request-id": request_id}
 
 
-async def _as_json(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> Response:
-    """Drain a pipeline into one envelope with a real HTTP status."""
-    async with aclosing(events):  # type: ignore[type-var]
-        return await _fold(events, headers)
+async def _as_json(
+    request: Request, events: AsyncIterator[StreamEvent], headers: dict[str, str]
+) -> Response:
+    """Drain a pipeline into one envelope with a real HTTP status.
+
+    Starlette does not cancel a plain handler when its client leaves, so a caller that gives
+    up would keep vLLM generating for nobody: the fold races a watch for the disconnect, and
+    the loser is cancelled (closing the upstream request).
+    """
+    response: Response | None = None
+    async with anyio.create_task_group() as group:
+
+        async def fold() -> None:
+            nonlocal response
+            async with aclosing(events):  # type: ignore[type-var]
+                response = await _fold(events, headers)
+            group.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(fold)
+        group.start_soon(watch)
+    # None only when the client left: nobody reads this answer.
+    return response or Response(status_code=499)
 
 
 async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> Response:
@@ -161,14 +185,14 @@ async def free_text_stream(
 
 
 @router.post("/base-info", summary="Recommend challenges for a base-info selection (JSON)")
-async def base_info_json(service: ServiceDep, body: BaseInfoBody) -> Response:
+async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBody) -> Response:
     request_id = uuid.uuid4().hex
     events, session_id = _base_info_events(service, body, request_id)
-    return await _as_json(events, _headers(session_id, request_id))
+    return await _as_json(request, events, _headers(session_id, request_id))
 
 
 @router.post("/free-text", summary="Answer a free-text message with retrieval (JSON)")
-async def free_text_json(service: ServiceDep, body: FreeTextBody) -> Response:
+async def free_text_json(request: Request, service: ServiceDep, body: FreeTextBody) -> Response:
     request_id = uuid.uuid4().hex
     events, session_id = _free_text_events(service, body, request_id)
-    return await _as_json(events, _headers(session_id, request_id))
+    return await _as_json(request, events, _headers(session_id, request_id))
