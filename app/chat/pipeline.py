@@ -87,9 +87,7 @@ class RecommendationService:
             yield Failed(InvalidValue(invalid, f"invalid {invalid}"))
             return
 
-        hits = await self._retriever.retrieve(
-            f"{chosen.label} {place} {work}", k=self._settings.retrieval_k, category=chosen
-        )
+        hits = await self._retrieve(f"{chosen.label} {place} {work}", chosen)
         await self._sessions.record(
             session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
@@ -122,9 +120,7 @@ class RecommendationService:
         category = _next_category(intent.kind, intent.category, state)
         hits: list[Hit] = []
         if intent.kind is not IntentKind.NONSENSE:
-            hits = await self._retriever.retrieve(
-                text, k=self._settings.retrieval_k, category=category
-            )
+            hits = await self._retrieve(text, category)
         best = max((hit.score for hit in hits), default=0.0)
         if is_off_topic(intent, text, best, self._settings.offtopic_min_score):
             async for event in _friendly_reply():
@@ -147,6 +143,17 @@ class RecommendationService:
         )
         async for event in self._generate(session_id, messages, category, text, request_id):
             yield event
+
+    async def _retrieve(self, query: str, category: Category | None) -> list[Hit]:
+        """Context for the prompt. A failing vector store degrades the answer (no context)
+        instead of failing it: the model can still recommend, and /ready reports the store."""
+        try:
+            return await self._retriever.retrieve(
+                query, k=self._settings.retrieval_k, category=category
+            )
+        except Exception:
+            log.warning("retrieval failed; answering without context", exc_info=True)
+            return []
 
     # ------------------------------------------------------------------ generation
     async def _generate(
