@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     session_max_turns: int = Field(10, ge=0)  # user+assistant pairs kept per session
     session_ttl_seconds: float = Field(3600.0, gt=0)
     prompt_history_turns: int = Field(3, ge=0)  # pairs replayed into the prompt
+    redis_url: SecretStr | None = None  # redis://[:password@]host:6379/0; None: in-memory sessions
+    redis_session_prefix: str = "eco:session:"
 
     # --- SSE ---
     sse_ping_interval: float = Field(10.0, gt=0)  # ": ping" comments while waiting
@@ -74,7 +76,7 @@ class Settings(BaseSettings):
             raise ValueError("LLM_BASE_URL must start with http:// or https://")
         return value
 
-    @field_validator("llm_model", "qdrant_url", "embedding_model", mode="before")
+    @field_validator("llm_model", "qdrant_url", "embedding_model", "redis_url", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 
 from app.chat.events import envelope
 from app.chat.pipeline import RecommendationService
-from app.chat.sessions import InMemorySessionStore
+from app.chat.session_backend import open_session_store
 from app.config import Settings, get_settings
 from app.errors import BadInput, InternalFailure
 from app.llm.client import LLMClient, build_http_client
@@ -40,12 +40,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
-        sessions = InMemorySessionStore(
-            max_sessions=settings.session_max_count,
-            max_turns=settings.session_max_turns,
-            ttl_seconds=settings.session_ttl_seconds,
-        )
-        async with open_retriever(settings) as retriever, build_http_client(settings) as http:
+        async with (
+            open_session_store(settings) as sessions,
+            open_retriever(settings) as retriever,
+            build_http_client(settings) as http,
+        ):
             llm = LLMClient(http, settings)
             service = RecommendationService(
                 llm=llm, retriever=retriever, sessions=sessions, settings=settings

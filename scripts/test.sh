@@ -23,6 +23,9 @@ scripts/install_vllm.sh
 echo ">> installing Chromium and chromedriver for the browser test" >&2
 scripts/install_browser.sh
 
+echo ">> installing redis-server for the Redis session-store tests" >&2
+scripts/install_redis.sh
+
 echo ">> ruff" >&2
 .venv/bin/ruff check app tests bench scripts
 .venv/bin/ruff format --check app tests bench scripts

@@ -1,0 +1,198 @@
+"""Conversation state in Redis, shared by every gateway process (chosen when ``REDIS_URL`` is set).
+
+Same interface and behaviour as :class:`app.chat.sessions.InMemorySessionStore`, with the
+state kept in Redis so that any gateway process can serve any turn of a session.
+
+Data layout, two keys per session, both under one hash tag so they share a cluster slot::
+
+    {prefix}{<session_id>}:meta    hash   base_category, category (Category codes),
+                                          location, work_type, updated_ms (server clock)
+    {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant]`` per turn, oldest first
+
+Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
+to ``max_turns``, ``PEXPIRE`` both keys, read the result back), and Redis runs a script with
+nothing else interleaved, so concurrent ``record`` calls from any number of processes never
+lose or split an update. ``load`` is a read-only script, so it never sees half an update.
+
+Bounds: turns per session by ``LTRIM``; age by Redis expiry (``PEXPIRE ttl`` on every
+``record``, so the TTL counts from last use; ``load`` does not extend it, as in memory).
+There is no session-count bound here: size Redis with ``maxmemory`` and an eviction policy
+(``volatile-ttl`` or ``allkeys-lru``) to cap memory instead. A key evicted or expired early
+only means that session starts over, which the interface already allows.
+
+Note: redis-py retries a command after a connection error; if the connection drops after a
+``record`` script ran but before its reply arrived, that turn can be appended twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from typing import Any
+
+from redis.asyncio import Redis
+
+from app.chat.categories import Category
+from app.chat.sessions import SessionState, Turn
+
+__all__ = ["RedisSessionStore"]
+
+# KEYS: meta hash, turns list. ARGV: ttl ms, max turns, turn JSON ("" for none), then field,
+# value pairs to set. Returns {meta as a flat field/value array, turns, server now in ms}.
+_RECORD = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local max_turns = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[2])
+end
+redis.call('HSET', KEYS[1], 'updated_ms', now_ms, unpack(ARGV, 4))
+if ARGV[3] ~= '' and max_turns > 0 then
+  redis.call('RPUSH', KEYS[2], ARGV[3])
+  redis.call('LTRIM', KEYS[2], -max_turns, -1)
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return {redis.call('HGETALL', KEYS[1]), redis.call('LRANGE', KEYS[2], 0, -1), now_ms}
+"""
+
+_LOAD = """
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local meta = redis.call('HGETALL', KEYS[1])
+if #meta == 0 then
+  return {meta, {}, now_ms}
+end
+return {meta, redis.call('LRANGE', KEYS[2], 0, -1), now_ms}
+"""
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _category(code: str | None) -> Category | None:
+    if not code:
+        return None
+    try:
+        return Category[code]
+    except KeyError:  # a code from an older or newer release: forget it, do not fail the chat
+        return None
+
+
+def _turn(raw: object) -> Turn | None:
+    try:
+        user, assistant = json.loads(_text(raw))
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(user, str) or not isinstance(assistant, str):
+        return None
+    return Turn(user, assistant)
+
+
+class RedisSessionStore:
+    """A :class:`app.chat.sessions.SessionStore` in Redis; it owns (and closes) its client."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        max_turns: int,
+        ttl_seconds: float,
+        prefix: str = "eco:session:",
+    ) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+        self._redis = redis
+        self._max_turns = max(0, max_turns)
+        self._ttl_ms = max(1, math.ceil(ttl_seconds * 1000))
+        self._prefix = prefix
+        self._record_script = redis.register_script(_RECORD)
+        self._load_script = redis.register_script(_LOAD)
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        max_turns: int,
+        ttl_seconds: float,
+        prefix: str = "eco:session:",
+        timeout: float = 5.0,
+    ) -> RedisSessionStore:
+        """A store on a new client for ``url`` (``redis://``, ``rediss://`` or ``unix://``).
+
+        ``timeout`` bounds connecting and each reply, so a dead Redis fails a request instead
+        of hanging it. Connections are opened lazily, on first use.
+        """
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        return cls(client, max_turns=max_turns, ttl_seconds=ttl_seconds, prefix=prefix)
+
+    def _keys(self, session_id: str) -> list[str]:
+        base = f"{self._prefix}{{{session_id}}}"
+        return [f"{base}:meta", f"{base}:turns"]
+
+    async def ping(self) -> bool:
+        """True when Redis answers (for readiness checks)."""
+        return bool(await self._redis.ping())
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def load(self, session_id: str) -> SessionState:
+        reply = await self._load_script(keys=self._keys(session_id))
+        return self._state(session_id, reply)
+
+    async def record(
+        self,
+        session_id: str,
+        *,
+        turn: Turn | None = None,
+        base_category: Category | None = None,
+        category: Category | None = None,
+        location: str | None = None,
+        work_type: str | None = None,
+    ) -> SessionState:
+        given = {
+            "base_category": base_category.code if base_category else None,
+            "category": category.code if category else None,
+            "location": location,
+            "work_type": work_type,
+        }
+        args: list[str | int] = [
+            self._ttl_ms,
+            self._max_turns,
+            json.dumps([turn.user, turn.assistant], ensure_ascii=False) if turn else "",
+        ]
+        for name, value in given.items():
+            if value:  # as in memory: only a given, non-empty value replaces the stored one
+                args += [name, value]
+        reply = await self._record_script(keys=self._keys(session_id), args=args)
+        return self._state(session_id, reply)
+
+    @staticmethod
+    def _state(session_id: str, reply: Any) -> SessionState:
+        raw_meta, raw_turns, now_ms = reply
+        meta = {_text(raw_meta[i]): _text(raw_meta[i + 1]) for i in range(0, len(raw_meta) - 1, 2)}
+        now = time.monotonic()
+        if not meta:
+            return SessionState(session_id=session_id, updated_at=now)
+        try:
+            age = max(0.0, (int(now_ms) - int(meta.get("updated_ms", now_ms))) / 1000)
+        except ValueError:
+            age = 0.0
+        turns = tuple(t for t in map(_turn, raw_turns) if t is not None)
+        return SessionState(
+            session_id=session_id,
+            base_category=_category(meta.get("base_category")),
+            category=_category(meta.get("category")),
+            location=meta.get("location") or None,
+            work_type=meta.get("work_type") or None,
+            turns=turns,
+            updated_at=now - age,  # on this process's monotonic clock, like the in-memory store
+        )
