@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.chat.events import envelope
 from app.chat.pipeline import RecommendationService
@@ -27,6 +28,11 @@ from app.rag.startup import open_retriever
 from app.routers import health, page, recommendation
 
 __all__ = ["create_app"]
+
+_HTTP_MESSAGES = {
+    404: "요청한 주소를 찾을 수 없어요.",
+    405: "이 주소에서 지원하지 않는 요청 방식이에요.",
+}
 
 log = logging.getLogger("app")
 
@@ -87,6 +93,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
         error = BadInput(str(exc.errors())[:500])
         return JSONResponse(envelope(400, error.message, None), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        # 404, 405, an unreadable body...: our envelope, never FastAPI's {"detail": ...}.
+        message = _HTTP_MESSAGES.get(exc.status_code, BadInput.default_message)
+        return JSONResponse(
+            envelope(exc.status_code, message, None),
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:

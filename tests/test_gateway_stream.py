@@ -106,6 +106,11 @@ async def test_category_code_or_label_answered_with_both(
             422,
             ["sessionId"],
         ),
+        (
+            {"location": "산", "workType": "사무직", "category": "VEGAN", "sessionId": "한글"},
+            422,
+            ["sessionId"],
+        ),
     ],
 )
 async def test_base_info_input_errors_are_one_error_event(
@@ -255,3 +260,14 @@ async def test_keep_alive_comments_while_waiting_for_the_first_token(
     assert len(pings) >= 1, result.frames[:first_event]
     assert all(f.event is None and f.data is None for f in pings)
     assert result.text == expected_display_text()
+
+
+async def test_unknown_paths_and_methods_answer_with_the_envelope(
+    client: httpx.AsyncClient,
+) -> None:
+    missing = await client.get("/ai/chatbot/nothing")
+    assert missing.status_code == 404 and missing.json()["status"] == 404
+    wrong = await client.delete(FREE)
+    assert wrong.status_code == 405 and set(wrong.json()) == {"status", "message", "data"}
+    garbled = await client.post(FREE, content=b"\xff", headers={"content-type": "application/json"})
+    assert garbled.status_code == 400 and garbled.json()["status"] == 400

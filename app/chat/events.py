@@ -6,9 +6,19 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import BaseModel
+
 from app.errors import GatewayError
 
-__all__ = ["Delta", "Done", "Failed", "StreamEvent", "envelope", "envelope_json"]
+__all__ = [
+    "Delta",
+    "Done",
+    "Envelope",
+    "Failed",
+    "StreamEvent",
+    "envelope",
+    "envelope_json",
+]
 
 MESSAGE_CHUNK = "추천 내용을 보내고 있어요."
 MESSAGE_DONE = "추천이 완료되었어요."
@@ -36,6 +46,14 @@ class Failed:
 
 
 StreamEvent = Delta | Done | Failed
+
+
+class Envelope(BaseModel):
+    """Every answer body (and every SSE ``data``): a status, a short Korean message, the data."""
+
+    status: int
+    message: str
+    data: Any
 
 
 def envelope(status: int, message: str, data: Any) -> dict[str, Any]:

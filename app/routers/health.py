@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.chat.events import envelope
+from app.chat.events import Envelope, envelope
 from app.deps import LLMDep, MetricsDep, RetrieverDep
 from app.errors import GatewayError
 
@@ -20,7 +20,12 @@ async def health() -> JSONResponse:
     return JSONResponse(envelope(200, "정상 동작 중이에요.", {"status": "ok"}))
 
 
-@router.get("/ready", summary="Readiness: the LLM upstream and the retriever answer")
+@router.get(
+    "/ready",
+    summary="Readiness: the LLM upstream and the retriever answer",
+    response_model=Envelope,
+    responses={503: {"model": Envelope, "description": "a dependency does not answer"}},
+)
 async def ready(llm: LLMDep, retriever: RetrieverDep) -> JSONResponse:
     checks: dict[str, str] = {}
     try:
@@ -41,6 +46,6 @@ async def ready(llm: LLMDep, retriever: RetrieverDep) -> JSONResponse:
     return JSONResponse(envelope(status, message, checks), status_code=status)
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
 async def metrics(metrics: MetricsDep) -> Response:
     return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -7,14 +7,23 @@ import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
+from sse_starlette import EventSourceResponse
 
-from app.chat.events import MESSAGE_DONE, Delta, Done, Failed, StreamEvent, envelope
+from app.chat.events import (
+    MESSAGE_DONE,
+    Delta,
+    Done,
+    Envelope,
+    Failed,
+    StreamEvent,
+    envelope,
+)
 from app.chat.sessions import new_session_id
 from app.deps import MetricsDep, ServiceDep, SettingsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
@@ -24,9 +33,42 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/ai/chatbot/recommendation", tags=["recommendation"])
 
-_SESSION_ID = re.compile(r"[\w.:@-]{1,128}")
+# ASCII only: the id is echoed in the X-Session-Id header, which must stay latin-1.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 # Plain optional strings: the pipeline validates, so a GET gets an SSE error event, not a 422 body.
 _TEXT_QUERY = Annotated[str | None, Query()]
+
+
+_SSE_DOC: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A stream of `challenge` events, then one `close` or `error` event "
+        "(input errors too, as an `error` event: an EventSource cannot read a 4xx body).",
+        "content": {
+            "text/event-stream": {
+                "schema": {  # one server-sent event; `data` is a JSON envelope
+                    "type": "object",
+                    "properties": {
+                        "event": {"enum": ["challenge", "close", "error"]},
+                        "id": {"type": "string"},
+                        "data": {"type": "string", "contentMediaType": "application/json"},
+                    },
+                    "required": ["event", "id", "data"],
+                }
+            }
+        },
+    }
+}
+_JSON_DOC: dict[int | str, dict[str, Any]] = {
+    code: {"model": Envelope, "description": text}
+    for code, text in (
+        (400, "bad input (empty message, missing selection, unreadable body)"),
+        (422, "an invalid value; `data.invalidFields` names it"),
+        (499, "the client left before the answer was ready (nobody reads this)"),
+        (502, "the LLM upstream failed"),
+        (503, "overloaded; retry after `Retry-After` seconds"),
+        (504, "the LLM upstream timed out"),
+    )
+}
 
 
 class BaseInfoBody(BaseModel):
@@ -137,7 +179,12 @@ def _free_text_events(
     return events, session_id
 
 
-@router.get("/base-info", summary="Recommend challenges for a base-info selection (SSE)")
+@router.get(
+    "/base-info",
+    summary="Recommend challenges for a base-info selection (SSE)",
+    response_class=EventSourceResponse,
+    responses=_SSE_DOC,
+)
 async def base_info_stream(
     service: ServiceDep,
     settings: SettingsDep,
@@ -162,7 +209,12 @@ async def base_info_stream(
     )
 
 
-@router.get("/free-text", summary="Answer a free-text message with retrieval (SSE)")
+@router.get(
+    "/free-text",
+    summary="Answer a free-text message with retrieval (SSE)",
+    response_class=EventSourceResponse,
+    responses=_SSE_DOC,
+)
 async def free_text_stream(
     service: ServiceDep,
     settings: SettingsDep,
@@ -184,14 +236,24 @@ async def free_text_stream(
     )
 
 
-@router.post("/base-info", summary="Recommend challenges for a base-info selection (JSON)")
+@router.post(
+    "/base-info",
+    summary="Recommend challenges for a base-info selection (JSON)",
+    response_model=Envelope,
+    responses=_JSON_DOC,
+)
 async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBody) -> Response:
     request_id = uuid.uuid4().hex
     events, session_id = _base_info_events(service, body, request_id)
     return await _as_json(request, events, _headers(session_id, request_id))
 
 
-@router.post("/free-text", summary="Answer a free-text message with retrieval (JSON)")
+@router.post(
+    "/free-text",
+    summary="Answer a free-text message with retrieval (JSON)",
+    response_model=Envelope,
+    responses=_JSON_DOC,
+)
 async def free_text_json(request: Request, service: ServiceDep, body: FreeTextBody) -> Response:
     request_id = uuid.uuid4().hex
     events, session_id = _free_text_events(service, body, request_id)
