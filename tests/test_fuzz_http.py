@@ -24,7 +24,7 @@ import httpx
 import pytest
 import requests
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
@@ -343,12 +343,30 @@ def _query(draw: st.DrawFn, keys: tuple[str, ...]) -> str:
     return query[:budget]
 
 
+_VALID_QUERIES = {
+    BASE: (
+        "location=%EB%B0%94%EB%8B%B7%EA%B0%80&workType=%ED%98%84%EC%9E%A5%EC%A7%81"
+        "&category=PLOGGING",
+        "sessionId=fz-1&location=%EC%82%B0&workType=%EC%82%AC%EB%AC%B4%EC%A7%81"
+        "&category=%EB%B9%84%EA%B1%B4",
+    ),
+    FREE: (
+        "message=%EB%B9%84%EA%B1%B4%20%EC%B1%8C%EB%A6%B0%EC%A7%80%20%EC%95%8C%EB%A0%A4%EC%A4%98",
+        "sessionId=fz-2&message=100%25%20%EC%9E%AC%ED%99%9C%EC%9A%A9%20%EC%B1%8C%EB%A6%B0%EC%A7%80",
+    ),
+}
+
+
 def _fuzz_endpoint(gateway: GatewayProcess, path: str, keys: tuple[str, ...]) -> None:
     seen = {"close": 0, "error": 0}
     with httpx.Client(base_url=gateway.url, timeout=30) as http:
 
         @settings(max_examples=QUERY_EXAMPLES, deadline=None)
         @given(query=_query(keys))
+        # Valid requests, so both outcomes are always exercised: random valid triples of
+        # location, work type and category are too rare to count on.
+        @example(query=_VALID_QUERIES[path][0])
+        @example(query=_VALID_QUERIES[path][1])
         def run(query: str) -> None:
             url = f"{path}?{query}" if query else path
             where = f"GET {url[:300]}{'...' if len(url) > 300 else ''}"
