@@ -32,6 +32,7 @@ run: ## start vLLM (unless LLM_BASE_URL is set) and the gateway (README command 
 bench: install ## run the benchmarks under bench/
 	$(PY) bench/scrubber_bench.py
 	$(PY) bench/disconnect_bench.py --trials 1000
+	$(PY) bench/retrieval_bench.py
 
 clean: ## remove caches (keeps the venvs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis
