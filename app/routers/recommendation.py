@@ -25,8 +25,10 @@ from app.chat.events import (
     envelope,
 )
 from app.chat.sessions import new_session_id
+from app.config import Settings
 from app.deps import MetricsDep, ServiceDep, SettingsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
+from app.metrics import Metrics
 from app.sse import event_source_response
 
 __all__ = ["router"]
@@ -101,10 +103,6 @@ async def _only(event: StreamEvent) -> AsyncIterator[StreamEvent]:
     yield event
 
 
-def _headers(session_id: str, request_id: str) -> dict[str, str]:
-    return {"x-session-id": session_id, "x-request-id": request_id}
-
-
 async def _as_json(
     request: Request, events: AsyncIterator[StreamEvent], headers: dict[str, str]
 ) -> Response:
@@ -153,30 +151,45 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
     return JSONResponse(envelope(500, failure.message, None), status_code=500, headers=headers)
 
 
-def _base_info_events(
-    service: ServiceDep, body: BaseInfoBody, request_id: str
-) -> tuple[AsyncIterator[StreamEvent], str]:
+def _start(
+    service: ServiceDep, body: BaseInfoBody | FreeTextBody
+) -> tuple[AsyncIterator[StreamEvent], dict[str, str]]:
+    """The pipeline's events for ``body``, and the headers that name its session and request."""
+    request_id = uuid.uuid4().hex
     session_id, problem = _session(body.sessionId)
+    events: AsyncIterator[StreamEvent]
     if problem is not None:
-        return _only(problem), session_id
-    events = service.base_info(
-        session_id=session_id,
-        location=body.location,
-        work_type=body.workType,
-        category=body.category,
-        request_id=request_id,
+        events = _only(problem)
+    elif isinstance(body, BaseInfoBody):
+        events = service.base_info(
+            session_id=session_id,
+            location=body.location,
+            work_type=body.workType,
+            category=body.category,
+            request_id=request_id,
+        )
+    else:
+        events = service.free_text(
+            session_id=session_id, message=body.message, request_id=request_id
+        )
+    return events, {"x-session-id": session_id, "x-request-id": request_id}
+
+
+def _sse(
+    events: AsyncIterator[StreamEvent],
+    headers: dict[str, str],
+    settings: Settings,
+    metrics: Metrics,
+    endpoint: str,
+) -> EventSourceResponse:
+    return event_source_response(
+        events,
+        ping_interval=settings.sse_ping_interval,
+        send_timeout=settings.sse_send_timeout,
+        metrics=metrics,
+        endpoint=endpoint,
+        headers=headers,
     )
-    return events, session_id
-
-
-def _free_text_events(
-    service: ServiceDep, body: FreeTextBody, request_id: str
-) -> tuple[AsyncIterator[StreamEvent], str]:
-    session_id, problem = _session(body.sessionId)
-    if problem is not None:
-        return _only(problem), session_id
-    events = service.free_text(session_id=session_id, message=body.message, request_id=request_id)
-    return events, session_id
 
 
 @router.get(
@@ -194,19 +207,10 @@ async def base_info_stream(
     workType: _TEXT_QUERY = None,
     category: _TEXT_QUERY = None,
 ) -> Response:
-    request_id = uuid.uuid4().hex
     body = BaseInfoBody(
         sessionId=sessionId, location=location, workType=workType, category=category
     )
-    events, session_id = _base_info_events(service, body, request_id)
-    return event_source_response(
-        events,
-        ping_interval=settings.sse_ping_interval,
-        send_timeout=settings.sse_send_timeout,
-        metrics=metrics,
-        endpoint="base-info",
-        headers=_headers(session_id, request_id),
-    )
+    return _sse(*_start(service, body), settings, metrics, "base-info")
 
 
 @router.get(
@@ -222,18 +226,8 @@ async def free_text_stream(
     sessionId: _TEXT_QUERY = None,
     message: _TEXT_QUERY = None,
 ) -> Response:
-    request_id = uuid.uuid4().hex
-    events, session_id = _free_text_events(
-        service, FreeTextBody(sessionId=sessionId, message=message), request_id
-    )
-    return event_source_response(
-        events,
-        ping_interval=settings.sse_ping_interval,
-        send_timeout=settings.sse_send_timeout,
-        metrics=metrics,
-        endpoint="free-text",
-        headers=_headers(session_id, request_id),
-    )
+    body = FreeTextBody(sessionId=sessionId, message=message)
+    return _sse(*_start(service, body), settings, metrics, "free-text")
 
 
 @router.post(
@@ -243,9 +237,7 @@ async def free_text_stream(
     responses=_JSON_DOC,
 )
 async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBody) -> Response:
-    request_id = uuid.uuid4().hex
-    events, session_id = _base_info_events(service, body, request_id)
-    return await _as_json(request, events, _headers(session_id, request_id))
+    return await _as_json(request, *_start(service, body))
 
 
 @router.post(
@@ -255,6 +247,4 @@ async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBo
     responses=_JSON_DOC,
 )
 async def free_text_json(request: Request, service: ServiceDep, body: FreeTextBody) -> Response:
-    request_id = uuid.uuid4().hex
-    events, session_id = _free_text_events(service, body, request_id)
-    return await _as_json(request, events, _headers(session_id, request_id))
+    return await _as_json(request, *_start(service, body))
