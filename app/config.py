@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     llm_total_timeout: float = Field(300.0, gt=0)  # whole generation -> 504
     llm_max_connections: int = Field(512, ge=1)
     llm_pool_timeout: float = Field(5.0, gt=0)  # waiting for a free connection -> 503
+    max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
 
     # --- sampling, sent with every request ---
     llm_temperature: float = Field(0.7, ge=0, le=2)

@@ -20,7 +20,14 @@ from app.chat.events import Delta, Done, Failed, StreamEvent
 from app.chat.intent import IntentKind, classify, is_off_topic, normalize_message
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.config import Settings
-from app.errors import BadInput, GatewayError, InternalFailure, InvalidValue, UpstreamFailed
+from app.errors import (
+    BadInput,
+    GatewayError,
+    InternalFailure,
+    InvalidValue,
+    Overloaded,
+    UpstreamFailed,
+)
 from app.llm.client import ChatMessage, LLMClient
 from app.llm.prompts import base_info_messages, free_text_messages
 from app.llm.schema import Answer
@@ -53,6 +60,7 @@ class RecommendationService:
         self._retriever = retriever
         self._sessions = sessions
         self._settings = settings
+        self._generating = 0  # one event loop: a plain counter is exact
 
     # ------------------------------------------------------------------ base-info
     async def base_info(
@@ -157,6 +165,28 @@ class RecommendationService:
 
     # ------------------------------------------------------------------ generation
     async def _generate(
+        self,
+        session_id: str,
+        messages: Sequence[ChatMessage],
+        category: Category,
+        user_text: str,
+        request_id: str | None,
+    ) -> AsyncIterator[StreamEvent]:
+        if self._generating >= self._settings.max_concurrent_generations:
+            # Refuse at once rather than queue: open streams keep their speed, and the client
+            # (EventSource or relay) gets a retry hint instead of a silent wait.
+            yield Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
+            return
+        self._generating += 1
+        try:
+            async for event in self._generate_now(
+                session_id, messages, category, user_text, request_id
+            ):
+                yield event
+        finally:
+            self._generating -= 1
+
+    async def _generate_now(
         self,
         session_id: str,
         messages: Sequence[ChatMessage],
