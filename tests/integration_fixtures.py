@@ -16,7 +16,7 @@ from tests.support.gateway import GatewayProcess, free_port
 from tests.support.store import bundled_store_template, store_copy
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
 
-READ_TIMEOUT = 1.0
+READ_TIMEOUT = 2.0
 
 
 @pytest.fixture(scope="session")

@@ -249,9 +249,9 @@ async def test_health_ready_and_metrics(
 async def test_keep_alive_comments_while_waiting_for_the_first_token(
     client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    # The gateway under test pings after 0.3 s of silence (and gives up after 1 s: READ_TIMEOUT);
-    # the first token takes 0.75 s.
-    scripted.set_scenario("ok", first_delay=0.75)
+    # The gateway under test pings after 0.3 s of silence (and gives up after READ_TIMEOUT,
+    # 2 s); the first token takes 1 s.
+    scripted.set_scenario("ok", first_delay=1.0)
     params = {"location": "도시", "workType": "사무직", "category": "VEGAN"}
     result = await read_stream(client, BASE, params)
     assert_well_formed(result)
