@@ -3,12 +3,11 @@
 #
 #   scripts/install_browser.sh
 #
-# Debian's `chromium` and `chromium-driver` packages through apt (as root, or with sudo),
+# Debian's `chromium` and `chromium-driver` packages through scripts/apt_install.sh,
 # plus `fonts-nanum` when no Korean font is installed (without one, screenshots of the chat
 # page show empty boxes instead of Hangul; the tests themselves read the DOM, not pixels).
 # Idempotent and quiet: exits at once when /usr/bin/chromium, /usr/bin/chromedriver and a
-# Korean font exist; runs `apt-get update` only when apt does not know the packages yet.
-# On failure it prints apt's output and exits non-zero.
+# Korean font exist.
 set -euo pipefail
 
 CHROMIUM=/usr/bin/chromium
@@ -29,36 +28,7 @@ packages=()
 has_korean_font || packages+=(fonts-nanum)
 ((${#packages[@]})) || exit 0
 
-command -v apt-get >/dev/null 2>&1 ||
-    fail "apt-get not found: install ${packages[*]} by hand ($CHROMIUM, $CHROMEDRIVER)"
-sudo=()
-if [[ "$(id -u)" -ne 0 ]]; then
-    command -v sudo >/dev/null 2>&1 || fail "run as root (or with sudo): apt-get install ${packages[*]}"
-    sudo=(sudo)
-fi
-
-export DEBIAN_FRONTEND=noninteractive
-log="$(mktemp -t install_browser.XXXXXX)"
-trap 'rm -f "$log"' EXIT
-apt() {
-    "${sudo[@]}" apt-get -qq -o Dpkg::Use-Pty=0 "$@" >>"$log" 2>&1 || {
-        cat "$log" >&2
-        fail "apt-get $1 failed (see above)"
-    }
-}
-known() {
-    local pkg
-    for pkg in "${packages[@]}"; do
-        [[ -n "$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ && $2 != "(none)"')" ]] ||
-            return 1
-    done
-}
-
-if ! known; then
-    apt update
-    known || fail "apt knows no candidate for one of: ${packages[*]}"
-fi
-apt install -y "${packages[@]}"
+"$(dirname "$0")/apt_install.sh" "${packages[@]}"
 
 [[ -x "$CHROMIUM" && -x "$CHROMEDRIVER" ]] ||
     fail "apt-get install finished, but $CHROMIUM or $CHROMEDRIVER is still missing"
