@@ -252,9 +252,8 @@ class AnswerScrubber:
         tail: list[str] = []
         if state == _PRE:
             self._flush_prose(tail)
-        elif (state == _STR or state == _ESC) and self._high:
-            self._high = 0
-            self._put(_REPLACEMENT, tail)
+        elif state == _STR or state == _ESC:
+            self._drop_pending_high(tail)
         prose = "".join(self._prose_parts)
         answer: Answer | None = None
         error: str | None = None
@@ -299,8 +298,7 @@ class AnswerScrubber:
                     self._state = _ESC
                     self._esc = ""
                     return i + 1
-                self._high = 0
-                self._put(_REPLACEMENT, out)
+                self._drop_pending_high(out)
             match = _STRING_RUN.match(text, i)
             j = match.end() if match else i
             if j > i:
@@ -364,9 +362,7 @@ class AnswerScrubber:
                     continue
                 self._esc = ""
                 self._state = _STR
-                if self._high:
-                    self._high = 0
-                    self._put(_REPLACEMENT, out)
+                self._drop_pending_high(out)
                 self._put(_SIMPLE_ESCAPES.get(c, c), out)
                 return i + 1
             if c in _HEX:
@@ -381,13 +377,17 @@ class AnswerScrubber:
             # "\u" cut short: invalid. ``c`` is read again as string content.
             self._esc = ""
             self._state = _STR
-            if self._high:
-                self._high = 0
-                self._put(_REPLACEMENT, out)
+            self._drop_pending_high(out)
             self._put(_REPLACEMENT, out)
             return i
         self._esc = esc
         return i
+
+    def _drop_pending_high(self, out: list[str]) -> None:
+        """A high surrogate whose low half did not come shows as U+FFFD."""
+        if self._high:
+            self._high = 0
+            self._put(_REPLACEMENT, out)
 
     def _code_point(self, cp: int, out: list[str]) -> None:
         if self._high:
