@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 import jiter  # noqa: E402
 
 from app.llm.scrubber import AnswerScrubber  # noqa: E402
+from tests.support.display import display_of  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scrubber.json"
 FEED_SIZES = (1, 4, 32)
@@ -80,26 +81,6 @@ class OldRegex:
 
     def finish(self) -> str:
         return ""
-
-
-def display_of(obj: Any) -> str:
-    """SPEC display text of a (possibly partial) parsed answer."""
-    blocks: list[str] = []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if key == "recommend" and isinstance(value, str):
-                blocks.append(value)
-            elif key == "challenges" and isinstance(value, list):
-                for item in value:
-                    if isinstance(item, dict):
-                        fields = [
-                            v
-                            for k, v in item.items()
-                            if k in ("title", "description") and isinstance(v, str)
-                        ]
-                        if fields:
-                            blocks.append("\n".join(fields))
-    return "\n\n".join(blocks)
 
 
 class Reparse:

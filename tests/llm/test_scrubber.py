@@ -6,12 +6,12 @@ import json
 import random
 import re
 from collections.abc import Iterable
-from typing import Any
 
 import pytest
 
 from app.llm.schema import Answer
 from app.llm.scrubber import AnswerScrubber, ScrubResult
+from tests.support.display import display_of
 
 KEYS = ("recommend", "challenges", "title", "description", "category")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -25,27 +25,6 @@ def scrub(chunks: Iterable[str]) -> tuple[list[str], ScrubResult]:
     result = scrubber.finish()
     outputs.append(result.tail)
     return outputs, result
-
-
-def display_of(obj: Any, prose: str = "") -> str:
-    """The display text of a parsed answer: the oracle, straight from SPEC."""
-    blocks = [prose] if prose else []
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            if key == "recommend" and isinstance(value, str):
-                blocks.append(value)
-            elif key == "challenges" and isinstance(value, list):
-                for item in value:
-                    if not isinstance(item, dict):
-                        continue
-                    fields = [
-                        v
-                        for k, v in item.items()
-                        if k in ("title", "description") and isinstance(v, str)
-                    ]
-                    if fields:
-                        blocks.append("\n".join(fields))
-    return "\n\n".join(blocks)
 
 
 def prose_of(before: str) -> str:

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.llm.schema import Answer
-from tests.llm.test_scrubber import KEYS, assert_clean, display_of, prose_of, scrub
+from tests.llm.test_scrubber import KEYS, assert_clean, prose_of, scrub
+from tests.support.display import display_of
 
 settings.register_profile(
     "ci",
