@@ -34,7 +34,6 @@ sys.path.insert(0, str(ROOT))
 from app.chat.intent import classify, is_off_topic, normalize_message  # noqa: E402
 from app.rag.corpus import load_corpus  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
-from app.rag.ingest import passage_text  # noqa: E402
 from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
 from app.rag.sparse import SparseEncoder  # noqa: E402
 from app.rag.store import open_store  # noqa: E402
@@ -105,9 +104,9 @@ def _offtopic(retriever: HybridRetriever, queries: list[dict[str, Any]]) -> dict
 
 def _scale(embedder: Any, sizes: list[int], queries: list[str]) -> dict[str, Any]:
     documents = load_corpus(CORPUS)
-    base = embedder.embed_passages([passage_text(d) for d in documents])
+    base = embedder.embed_passages([d.text for d in documents])
     encoder = SparseEncoder()
-    sparse = [encoder.encode_passage(passage_text(d)) for d in documents]
+    sparse = [encoder.encode_passage(d.text) for d in documents]
     query_vectors = embedder.embed_queries(queries)
     query_sparse = [encoder.encode_query(q) for q in queries]
     rng = np.random.default_rng(7)

@@ -20,7 +20,7 @@ from app.rag.embedder import Embedder
 from app.rag.sparse import SparseEncoder, terms
 from app.rag.store import VectorStore
 
-__all__ = ["IngestReport", "ingest", "passage_text", "point_id"]
+__all__ = ["IngestReport", "ingest", "point_id"]
 
 Progress = Callable[[int, int], None]
 
@@ -31,10 +31,6 @@ class IngestReport:
     added: int
     unchanged: int
     replaced: int
-
-
-def passage_text(document: Document) -> str:
-    return f"{document.title}\n{document.body}"
 
 
 def _payload(document: Document) -> dict[str, Any]:
@@ -68,12 +64,12 @@ def ingest(
     ids = [point_id(d, embedder.name) for d in documents]
     present = store.existing(collection, ids) if ids else set()
     todo = [(pid, d) for pid, d in zip(ids, documents, strict=True) if pid not in present]
-    lengths = [len(terms(passage_text(d))) for d in documents] or [1]
+    lengths = [len(terms(d.text)) for d in documents] or [1]
     sparse = SparseEncoder(average_length=sum(lengths) / len(lengths))
 
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        texts = [passage_text(d) for _, d in batch]
+        texts = [d.text for _, d in batch]
         store.upsert(
             collection,
             [pid for pid, _ in batch],
