@@ -1,7 +1,11 @@
 """Prometheus metrics, one registry per app (no process-global state for tests to reset).
 
-A first set: streams open now, streams by endpoint and outcome, client disconnects, and the
-event loop's task count (a leak shows up there first). Latency histograms come later.
+Who records what:
+    app/sse.py, routers     requests by endpoint and outcome, open streams, client disconnects
+    app/chat/pipeline.py    time to first token, inter-token latency, tokens out, retrieval latency
+    app/llm/                upstream errors by kind, upstream aborts, outstanding requests and
+                            health per replica
+plus the event loop's task count (a leak shows up there first).
 """
 
 from __future__ import annotations
@@ -9,11 +13,26 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-__all__ = ["Metrics"]
+__all__ = ["UPSTREAM_ERROR_KINDS", "Metrics"]
+
+# The ``kind`` label of gateway_upstream_errors_total.
+UPSTREAM_ERROR_KINDS = (
+    "connect",  # refused, reset or unreachable before any answer
+    "timeout",  # read or total timeout
+    "status",  # a non-200 answer (429/503 included)
+    "inband",  # an {"error": ...} event inside the stream
+    "malformed",  # an event we cannot parse
+    "cut",  # the stream ended before [DONE]
+    "invalid_answer",  # the stream finished but the answer is not the schema
+)
+
+# Latency buckets in seconds: sub-millisecond gateway work up to slow CPU generations.
+_LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+_GAPS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1, 2.5, 10)
 
 
 class _LoopTasks(Collector):
@@ -27,20 +46,68 @@ class _LoopTasks(Collector):
 
 class Metrics:
     def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.open_streams = Gauge(
-            "gateway_open_streams", "SSE streams open now", registry=self.registry
-        )
-        self.streams = Counter(
-            "gateway_streams",
-            "finished streams by endpoint and outcome",
+        r = self.registry = CollectorRegistry()
+        # --- requests (routers, app/sse.py) ---
+        self.requests = Counter(
+            "gateway_requests",
+            "finished recommendation requests by endpoint (GET streams, POST json) and outcome "
+            "(close, an error status, or disconnected)",
             ["endpoint", "outcome"],
-            registry=self.registry,
+            registry=r,
         )
+        self.open_streams = Gauge("gateway_open_streams", "SSE streams open now", registry=r)
         self.client_disconnects = Counter(
             "gateway_client_disconnects",
-            "streams the client left before the terminal event",
-            registry=self.registry,
+            "requests whose client left before the terminal event",
+            registry=r,
+        )
+        # --- generation (app/chat/pipeline.py) ---
+        self.ttft = Histogram(
+            "gateway_time_to_first_token_seconds",
+            "request start to the first display text sent",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "gateway_inter_token_latency_seconds",
+            "gap between consecutive upstream text chunks",
+            buckets=_GAPS,
+            registry=r,
+        )
+        self.tokens_out = Counter(
+            "gateway_tokens_out",
+            "completion tokens streamed (the upstream's usage count, else chunks)",
+            registry=r,
+        )
+        self.retrieval = Histogram(
+            "gateway_retrieval_seconds",
+            "time to embed and search one query (failures included)",
+            buckets=_LATENCY,
+            registry=r,
+        )
+        # --- upstream (app/llm/) ---
+        self.upstream_errors = Counter(
+            "gateway_upstream_errors",
+            "upstream failures by kind: " + ", ".join(UPSTREAM_ERROR_KINDS),
+            ["kind"],
+            registry=r,
+        )
+        self.upstream_aborts = Counter(
+            "gateway_upstream_aborts",
+            "upstream generations we closed before [DONE] (client left, shutdown, timeout)",
+            registry=r,
+        )
+        self.upstream_outstanding = Gauge(
+            "gateway_upstream_outstanding",
+            "requests in flight per upstream replica",
+            ["upstream"],
+            registry=r,
+        )
+        self.upstream_healthy = Gauge(
+            "gateway_upstream_healthy",
+            "1 when the replica passed its last health check, else 0",
+            ["upstream"],
+            registry=r,
         )
 
     def watch_loop(self, loop: asyncio.AbstractEventLoop) -> None:

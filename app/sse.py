@@ -98,7 +98,7 @@ def event_source_response(
                         return
         finally:
             metrics.open_streams.dec()
-            metrics.streams.labels(endpoint, outcome).inc()
+            metrics.requests.labels(endpoint, outcome).inc()
             if outcome == "disconnected":
                 metrics.client_disconnects.inc()
 
