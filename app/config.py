@@ -23,6 +23,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
     # --- upstream LLM (vLLM's OpenAI-compatible server) ---
+    # One URL, or several vLLM replicas comma-separated (balanced, with failover).
     llm_base_url: str = "http://127.0.0.1:8800/v1"
     llm_model: str | None = None  # None: the first id of GET {llm_base_url}/models
     llm_api_key: SecretStr | None = None
@@ -32,6 +33,8 @@ class Settings(BaseSettings):
     llm_max_connections: int = Field(512, ge=1)
     llm_pool_timeout: float = Field(5.0, gt=0)  # waiting for a free connection -> 503
     max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
+    llm_health_interval: float = Field(5.0, gt=0)  # seconds between GET /models per replica
+    ready_cache_seconds: float = Field(2.0, ge=0)  # /ready answers from cache this long
 
     # --- sampling, sent with every request ---
     llm_temperature: float = Field(0.7, ge=0, le=2)
@@ -64,25 +67,50 @@ class Settings(BaseSettings):
     # --- SSE ---
     sse_ping_interval: float = Field(10.0, gt=0)  # ": ping" comments while waiting
     sse_send_timeout: float = Field(30.0, gt=0)  # a client that stops reading is dropped
+    sse_retry_ms: int = Field(1000, ge=0)  # "retry:" hint: an EventSource reconnects after this
+    # Last-Event-ID resume (app/chat/streams.py): a stream's events are kept this long after
+    # its last one (0: only while it runs), in Redis under REDIS_STREAM_PREFIX when REDIS_URL is set.
+    stream_resume_ttl_seconds: float = Field(60.0, ge=0)
+    # A generation whose client left keeps running this long for a reconnect (0: stop at once,
+    # so a client that left never keeps the GPU busy).
+    stream_resume_grace_seconds: float = Field(0.0, ge=0)
+    redis_stream_prefix: str = "eco:stream:"
+    # On SIGTERM: open streams get this long to finish, then an `error` 503 ends the rest.
+    shutdown_grace_seconds: float = Field(20.0, ge=0)
 
-    # --- HTTP ---
+    # --- HTTP, limits ---
     cors_allow_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    api_keys_exempt_browsers: bool = True  # same-origin / CORS_ALLOW_ORIGINS pages need no key
+    rate_limit_per_minute: float = Field(60.0, ge=0)  # per client (key or IP); 0 turns it off
+    rate_limit_burst: int = Field(20, ge=1)
+    session_max_concurrent: int = Field(2, ge=1)  # generations at once on one sessionId
+
+    # --- logs ---
     log_level: str = "INFO"
+    log_format: Literal["json", "text"] = "json"
 
     @field_validator("llm_base_url")
     @classmethod
     def _strip_slash(cls, value: str) -> str:
-        value = value.strip().rstrip("/")
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("LLM_BASE_URL must start with http:// or https://")
-        return value
+        urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+        if not urls or not all(url.startswith(("http://", "https://")) for url in urls):
+            raise ValueError("LLM_BASE_URL: each URL must start with http:// or https://")
+        if len(set(urls)) != len(urls):
+            raise ValueError("LLM_BASE_URL lists the same URL twice")
+        return ",".join(urls)
+
+    @property
+    def llm_base_urls(self) -> list[str]:
+        """The vLLM replicas of LLM_BASE_URL (one, or several comma-separated)."""
+        return self.llm_base_url.split(",")
 
     @field_validator("llm_model", "qdrant_url", "embedding_model", "redis_url", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("cors_allow_origins", mode="before")
+    @field_validator("cors_allow_origins", "api_keys", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

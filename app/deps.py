@@ -8,11 +8,12 @@ from fastapi import Depends, Request
 
 from app.chat.pipeline import RecommendationService
 from app.config import Settings
+from app.limits import Limits
 from app.llm.client import LLMClient
 from app.metrics import Metrics
 from app.rag.retriever import Retriever
 
-__all__ = ["LLMDep", "MetricsDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
+__all__ = ["LLMDep", "LimitsDep", "MetricsDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
 
 
 def _service(request: Request) -> RecommendationService:
@@ -30,6 +31,11 @@ def _metrics(request: Request) -> Metrics:
     return metrics
 
 
+def _limits(request: Request) -> Limits:
+    limits: Limits = request.state.limits
+    return limits
+
+
 def _llm(request: Request) -> LLMClient:
     llm: LLMClient = request.state.llm
     return llm
@@ -45,3 +51,4 @@ SettingsDep = Annotated[Settings, Depends(_settings)]
 LLMDep = Annotated[LLMClient, Depends(_llm)]
 RetrieverDep = Annotated[Retriever, Depends(_retriever)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]
+LimitsDep = Annotated[Limits, Depends(_limits)]

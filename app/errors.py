@@ -3,7 +3,9 @@
     GatewayError                 status  when
     ├── BadInput                   400   empty message, malformed request
     ├── InvalidValue               422   unknown category/location/work type, message too long
+    ├── Unauthorized               401   API_KEYS set and no valid key
     ├── Overloaded                 503   no upstream connection free (carries a retry hint)
+    │   └── RateLimited            429   per-client rate or per-session concurrency exceeded
     ├── UpstreamFailed             502   refused, 4xx/5xx, in-band error, cut stream, bad answer
     │   └── UpstreamTimedOut       504   no byte within LLM_READ_TIMEOUT, or past the total
     └── InternalFailure            500   a bug of ours
@@ -24,6 +26,8 @@ __all__ = [
     "InternalFailure",
     "InvalidValue",
     "Overloaded",
+    "RateLimited",
+    "Unauthorized",
     "UpstreamFailed",
     "UpstreamTimedOut",
 ]
@@ -57,9 +61,21 @@ class Overloaded(GatewayError):
     status = 503
     default_message = "지금은 요청이 많아요. 잠시 후 다시 시도해 주세요."
 
-    def __init__(self, detail: str = "", *, retry_after: float = 1.0) -> None:
-        super().__init__(detail, data={"retryAfterSeconds": retry_after})
+    def __init__(
+        self, detail: str = "", *, retry_after: float = 1.0, message: str | None = None
+    ) -> None:
+        super().__init__(detail, message=message, data={"retryAfterSeconds": retry_after})
         self.retry_after = retry_after
+
+
+class RateLimited(Overloaded):
+    status = 429
+    default_message = "요청이 너무 잦아요. 잠시 후 다시 시도해 주세요."
+
+
+class Unauthorized(GatewayError):
+    status = 401
+    default_message = "인증 정보가 올바르지 않아요. API 키를 확인해 주세요."
 
 
 class UpstreamFailed(GatewayError):

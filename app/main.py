@@ -22,7 +22,10 @@ from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
 from app.config import Settings, get_settings
 from app.errors import BadInput, InternalFailure
+from app.limits import Limits
 from app.llm.client import LLMClient, build_http_client
+from app.llm.upstreams import UpstreamPool
+from app.logs import RequestIdMiddleware, setup_logging
 from app.metrics import Metrics
 from app.rag.startup import open_retriever
 from app.routers import health, page, recommendation
@@ -42,22 +45,22 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        logging.basicConfig(level=settings.log_level.upper())
-        logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
+        setup_logging(settings.log_level, settings.log_format)
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
         async with (
             open_session_store(settings) as sessions,
             open_retriever(settings) as retriever,
             build_http_client(settings) as http,
+            UpstreamPool.from_settings(settings, http, metrics) as upstreams,  # health checks
         ):
-            llm = LLMClient(http, settings)
+            llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
             service = RecommendationService(
-                llm=llm, retriever=retriever, sessions=sessions, settings=settings
+                llm=llm, retriever=retriever, sessions=sessions, settings=settings, metrics=metrics
             )
             log.info(
                 "gateway ready: upstream %s, retrieval %s with %s",
-                settings.llm_base_url,
+                ", ".join(upstreams.labels),  # host:port only: a URL may hold credentials
                 settings.retrieval_mode,
                 retriever.embedder_name,
             )
@@ -69,6 +72,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "sessions": sessions,
                 "service": service,
                 "metrics": metrics,
+                "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
+                "limits": Limits(settings),
             }
 
     app = FastAPI(
@@ -85,6 +90,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["x-session-id", "x-request-id"],
         )
+    app.add_middleware(RequestIdMiddleware)
     app.include_router(recommendation.router)
     app.include_router(health.router)
     app.include_router(page.router)

@@ -76,7 +76,7 @@ class Metrics:
         )
         self.tokens_out = Counter(
             "gateway_tokens_out",
-            "completion tokens streamed (the upstream's usage count, else chunks)",
+            "upstream text chunks streamed (one token each; vLLM may pack several under load)",
             registry=r,
         )
         self.retrieval = Histogram(

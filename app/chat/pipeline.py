@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -28,10 +29,12 @@ from app.errors import (
     Overloaded,
     UpstreamFailed,
 )
+from app.limits import SessionSlots
 from app.llm.client import ChatMessage, LLMClient
 from app.llm.prompts import base_info_messages, free_text_messages
 from app.llm.schema import Answer
 from app.llm.scrubber import AnswerScrubber
+from app.metrics import Metrics
 from app.rag.retriever import Hit, Retriever
 
 __all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
@@ -55,12 +58,15 @@ class RecommendationService:
         retriever: Retriever,
         sessions: SessionStore,
         settings: Settings,
+        metrics: Metrics | None = None,
     ) -> None:
         self._llm = llm
         self._retriever = retriever
         self._sessions = sessions
         self._settings = settings
+        self._metrics = metrics or Metrics()
         self._generating = 0  # one event loop: a plain counter is exact
+        self._session_slots = SessionSlots(settings.session_max_concurrent)
 
     # ------------------------------------------------------------------ base-info
     async def base_info(
@@ -72,6 +78,7 @@ class RecommendationService:
         category: str | None,
         request_id: str | None = None,
     ) -> AsyncIterator[StreamEvent]:
+        started = time.monotonic()
         given = {"location": location, "workType": work_type, "category": category}
         missing = [name for name, value in given.items() if not (value or "").strip()]
         if missing:
@@ -101,13 +108,16 @@ class RecommendationService:
         )
         messages = base_info_messages(location=place, work_type=work, category=chosen, hits=hits)
         user_text = f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}"
-        async for event in self._generate(session_id, messages, chosen, user_text, request_id):
+        async for event in self._generate(
+            session_id, messages, chosen, user_text, request_id, started
+        ):
             yield event
 
     # ------------------------------------------------------------------ free-text
     async def free_text(
         self, *, session_id: str, message: str | None, request_id: str | None = None
     ) -> AsyncIterator[StreamEvent]:
+        started = time.monotonic()
         text = normalize_message(message or "")
         if not text:
             yield Failed(BadInput("empty message", message="메시지를 입력해 주세요."))
@@ -149,19 +159,22 @@ class RecommendationService:
             location=state.location,
             work_type=state.work_type,
         )
-        async for event in self._generate(session_id, messages, category, text, request_id):
+        async for event in self._generate(
+            session_id, messages, category, text, request_id, started
+        ):
             yield event
 
     async def _retrieve(self, query: str, category: Category | None) -> list[Hit]:
         """Context for the prompt. A failing vector store degrades the answer (no context)
         instead of failing it: the model can still recommend, and /ready reports the store."""
-        try:
-            return await self._retriever.retrieve(
-                query, k=self._settings.retrieval_k, category=category
-            )
-        except Exception:
-            log.warning("retrieval failed; answering without context", exc_info=True)
-            return []
+        with self._metrics.retrieval.time():
+            try:
+                return await self._retriever.retrieve(
+                    query, k=self._settings.retrieval_k, category=category
+                )
+            except Exception:
+                log.warning("retrieval failed; answering without context", exc_info=True)
+                return []
 
     # ------------------------------------------------------------------ generation
     async def _generate(
@@ -171,20 +184,25 @@ class RecommendationService:
         category: Category,
         user_text: str,
         request_id: str | None,
+        started: float,
     ) -> AsyncIterator[StreamEvent]:
         if self._generating >= self._settings.max_concurrent_generations:
             # Refuse at once rather than queue: open streams keep their speed, and the client
             # (EventSource or relay) gets a retry hint instead of a silent wait.
             yield Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
             return
-        self._generating += 1
-        try:
-            async for event in self._generate_now(
-                session_id, messages, category, user_text, request_id
-            ):
-                yield event
-        finally:
-            self._generating -= 1
+        with self._session_slots.hold(session_id) as refusal:
+            if refusal is not None:
+                yield Failed(refusal)
+                return
+            self._generating += 1
+            try:
+                async for event in self._generate_now(
+                    session_id, messages, category, user_text, request_id, started
+                ):
+                    yield event
+            finally:
+                self._generating -= 1
 
     async def _generate_now(
         self,
@@ -193,12 +211,24 @@ class RecommendationService:
         category: Category,
         user_text: str,
         request_id: str | None,
+        started: float,
     ) -> AsyncIterator[StreamEvent]:
         scrubber = AnswerScrubber()
+        metrics = self._metrics
+        first_shown = False
+        last = None
         try:
             async for piece in self._llm.stream_chat(messages, request_id=request_id):
+                now = time.monotonic()
+                if last is not None:
+                    metrics.itl.observe(now - last)
+                last = now
+                metrics.tokens_out.inc()
                 shown = scrubber.feed(piece)
                 if shown:
+                    if not first_shown:
+                        first_shown = True
+                        metrics.ttft.observe(now - started)
                     yield Delta(shown)
             result = scrubber.finish()
         except GatewayError as exc:
@@ -217,6 +247,7 @@ class RecommendationService:
             # The model ignored the format and wrote prose: it was shown, so it is the answer.
             answer = Answer(recommend=result.prose.strip(), challenges=[])
         if answer is None:
+            metrics.upstream_errors.labels("invalid_answer").inc()
             log.warning("invalid answer from the model: %s", result.error)
             yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
             return

@@ -4,7 +4,6 @@ to SSE (GET) or fold them into one JSON envelope (POST)."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any
@@ -26,8 +25,9 @@ from app.chat.events import (
 )
 from app.chat.sessions import new_session_id
 from app.config import Settings
-from app.deps import MetricsDep, ServiceDep, SettingsDep
+from app.deps import LimitsDep, MetricsDep, ServiceDep, SettingsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
+from app.logs import current_request_id
 from app.metrics import Metrics
 from app.sse import event_source_response
 
@@ -64,7 +64,12 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
     code: {"model": Envelope, "description": text}
     for code, text in (
         (400, "bad input (empty message, missing selection, unreadable body)"),
+        (401, "API_KEYS is set and the request has no valid key"),
         (422, "an invalid value; `data.invalidFields` names it"),
+        (
+            429,
+            "too many requests from this client or on this session; retry after `Retry-After` seconds",
+        ),
         (499, "the client left before the answer was ready (nobody reads this)"),
         (502, "the LLM upstream failed"),
         (503, "overloaded; retry after `Retry-After` seconds"),
@@ -104,7 +109,11 @@ async def _only(event: StreamEvent) -> AsyncIterator[StreamEvent]:
 
 
 async def _as_json(
-    request: Request, events: AsyncIterator[StreamEvent], headers: dict[str, str]
+    request: Request,
+    metrics: Metrics,
+    endpoint: str,
+    events: AsyncIterator[StreamEvent],
+    headers: dict[str, str],
 ) -> Response:
     """Drain a pipeline into one envelope with a real HTTP status.
 
@@ -129,7 +138,13 @@ async def _as_json(
         group.start_soon(fold)
         group.start_soon(watch)
     # None only when the client left: nobody reads this answer.
-    return response or Response(status_code=499)
+    if response is None:
+        metrics.client_disconnects.inc()
+        metrics.requests.labels(endpoint, "disconnected").inc()
+        return Response(status_code=499)
+    outcome = "close" if response.status_code == 200 else str(response.status_code)
+    metrics.requests.labels(endpoint, outcome).inc()
+    return response
 
 
 async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> Response:
@@ -152,11 +167,14 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
 
 
 def _start(
-    service: ServiceDep, body: BaseInfoBody | FreeTextBody
+    request: Request, service: ServiceDep, limits: LimitsDep, body: BaseInfoBody | FreeTextBody
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str]]:
     """The pipeline's events for ``body``, and the headers that name its session and request."""
-    request_id = uuid.uuid4().hex
+    request_id = current_request_id()
     session_id, problem = _session(body.sessionId)
+    if problem is None:
+        refusal = limits.admit(request)
+        problem = None if refusal is None else Failed(refusal)
     events: AsyncIterator[StreamEvent]
     if problem is not None:
         events = _only(problem)
@@ -199,7 +217,9 @@ def _sse(
     responses=_SSE_DOC,
 )
 async def base_info_stream(
+    request: Request,
     service: ServiceDep,
+    limits: LimitsDep,
     settings: SettingsDep,
     metrics: MetricsDep,
     sessionId: _TEXT_QUERY = None,
@@ -210,7 +230,7 @@ async def base_info_stream(
     body = BaseInfoBody(
         sessionId=sessionId, location=location, workType=workType, category=category
     )
-    return _sse(*_start(service, body), settings, metrics, "base-info")
+    return _sse(*_start(request, service, limits, body), settings, metrics, "base-info")
 
 
 @router.get(
@@ -220,14 +240,16 @@ async def base_info_stream(
     responses=_SSE_DOC,
 )
 async def free_text_stream(
+    request: Request,
     service: ServiceDep,
+    limits: LimitsDep,
     settings: SettingsDep,
     metrics: MetricsDep,
     sessionId: _TEXT_QUERY = None,
     message: _TEXT_QUERY = None,
 ) -> Response:
     body = FreeTextBody(sessionId=sessionId, message=message)
-    return _sse(*_start(service, body), settings, metrics, "free-text")
+    return _sse(*_start(request, service, limits, body), settings, metrics, "free-text")
 
 
 @router.post(
@@ -236,8 +258,15 @@ async def free_text_stream(
     response_model=Envelope,
     responses=_JSON_DOC,
 )
-async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBody) -> Response:
-    return await _as_json(request, *_start(service, body))
+async def base_info_json(
+    request: Request,
+    service: ServiceDep,
+    limits: LimitsDep,
+    metrics: MetricsDep,
+    body: BaseInfoBody,
+) -> Response:
+    events = _start(request, service, limits, body)
+    return await _as_json(request, metrics, "base-info-json", *events)
 
 
 @router.post(
@@ -246,5 +275,12 @@ async def base_info_json(request: Request, service: ServiceDep, body: BaseInfoBo
     response_model=Envelope,
     responses=_JSON_DOC,
 )
-async def free_text_json(request: Request, service: ServiceDep, body: FreeTextBody) -> Response:
-    return await _as_json(request, *_start(service, body))
+async def free_text_json(
+    request: Request,
+    service: ServiceDep,
+    limits: LimitsDep,
+    metrics: MetricsDep,
+    body: FreeTextBody,
+) -> Response:
+    events = _start(request, service, limits, body)
+    return await _as_json(request, metrics, "free-text-json", *events)

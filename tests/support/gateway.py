@@ -39,8 +39,12 @@ class GatewayProcess:
         env = {
             key: value
             for key, value in os.environ.items()
-            if not key.startswith(("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_"))
+            if not key.startswith(
+                ("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_", "RATE_LIMIT_", "API_KEYS")
+            )
         }
+        # Tests send bursts from one address; a test of the rate limit sets its own.
+        env["RATE_LIMIT_PER_MINUTE"] = "0"
         env.update(self._env)
         self.process = subprocess.Popen(
             [

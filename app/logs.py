@@ -1,0 +1,106 @@
+"""Request ids and logs: one JSON object per line, each carrying the request it belongs to.
+
+``RequestIdMiddleware`` gives every HTTP request an id (the caller's ``X-Request-Id`` when it
+is a sane token, so a relaying backend can trace its own id through, else a fresh one). The
+id lives in a context variable, so every log line written while serving the request, in any
+task it starts, carries it; it goes upstream to vLLM as ``X-Request-Id`` and back to the
+client in the response header of the same name.
+
+    {"ts": "2026-11-21T14:03:07.123Z", "level": "WARNING", "logger": "app.chat.pipeline",
+     "message": "upstream failed (502): ...", "request_id": "9f0c..."}
+
+``LOG_FORMAT=text`` gives the plain one-line format for a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+import time
+import uuid
+from contextvars import ContextVar
+from typing import Literal
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["RequestIdMiddleware", "current_request_id", "setup_logging"]
+
+_REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
+_SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+_HANDLER_NAME = "gateway"
+
+
+def current_request_id() -> str:
+    """The id of the request being served (a fresh one outside a request)."""
+    return _REQUEST_ID.get() or uuid.uuid4().hex
+
+
+class RequestIdMiddleware:
+    """Pure ASGI (no per-chunk buffering): sets the id, echoes it in ``X-Request-Id``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"x-request-id", b"")
+        request_id = given.decode() if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
+        token = _REQUEST_ID.set(request_id)
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                if not any(name.lower() == b"x-request-id" for name, _ in headers):
+                    headers.append((b"x-request-id", request_id.encode()))
+                    message = {**message, "headers": headers}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            _REQUEST_ID.reset(token)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        request_id = _REQUEST_ID.get()
+        if request_id:
+            entry["request_id"] = request_id
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+class _TextFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        request_id = _REQUEST_ID.get()
+        return f"{line} [request {request_id}]" if request_id else line
+
+
+def setup_logging(level: str, fmt: Literal["json", "text"]) -> None:
+    """Route the app's and the libraries' records to stderr in ``fmt`` (idempotent)."""
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
+        root.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(
+        _JsonFormatter()
+        if fmt == "json"
+        else _TextFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise

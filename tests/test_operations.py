@@ -1,0 +1,169 @@
+"""Operating the gateway: limits (API key, rate, per-session concurrency), request ids in
+JSON logs and upstream, and the Prometheus metrics, all over real HTTP against a gateway
+subprocess and the scripted upstream."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+import anyio
+import httpx
+import pytest
+
+from tests.support.gateway import GatewayProcess
+from tests.support.sse import assert_well_formed, read_stream
+from tests.upstream.scripted_openai import ScriptedUpstreamThread, expected_display_text
+
+pytestmark = pytest.mark.anyio
+
+BASE = "/ai/chatbot/recommendation/base-info"
+FREE = "/ai/chatbot/recommendation/free-text"
+PARAMS = {"location": "도시", "workType": "사무직", "category": "VEGAN"}
+KEY = "s3cret-key"
+
+
+@pytest.fixture
+def limited_gateway(upstream: ScriptedUpstreamThread, store_path: str) -> Iterator[GatewayProcess]:
+    env = {
+        "LLM_BASE_URL": upstream.base_url,
+        "QDRANT_PATH": store_path,
+        "RATE_LIMIT_PER_MINUTE": "6",  # one token per 10 s: the retry hint is easy to check
+        "RATE_LIMIT_BURST": "3",
+        "API_KEYS": f"other-key,{KEY}",
+        "SESSION_MAX_CONCURRENT": "1",
+        "LOG_FORMAT": "json",
+    }
+    with GatewayProcess(env) as gateway:
+        yield gateway
+
+
+def _metric(text: str, name: str, labels: str = "") -> float:
+    """The value of one sample of the Prometheus text ``text`` (0 when absent)."""
+    pattern = re.escape(name + (f"{{{labels}}}" if labels else "")) + r" ([0-9.e+-]+)\n"
+    match = re.search(pattern, text)
+    return float(match.group(1)) if match else 0.0
+
+
+async def test_api_key_is_required_of_callers_but_not_of_the_page(
+    limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    async with httpx.AsyncClient(base_url=limited_gateway.url, timeout=30) as http:
+        refused = await read_stream(http, BASE, PARAMS)
+        assert_well_formed(refused)
+        assert len(refused.events) == 1 and refused.terminal.payload["status"] == 401
+        wrong = await http.post(BASE, json=PARAMS, headers={"x-api-key": "nope"})
+        assert wrong.status_code == 401 and "API 키" in wrong.json()["message"]
+        assert scripted.chat_requests == []  # refused before any upstream call
+
+        bearer = await http.post(BASE, json=PARAMS, headers={"authorization": f"Bearer {KEY}"})
+        assert bearer.status_code == 200
+        # The chat page's EventSource: the browser marks it same-origin.
+        page = await http.get(BASE, params=PARAMS, headers={"sec-fetch-site": "same-origin"})
+        assert page.status_code == 200 and "event: close" in page.text
+
+
+async def test_rate_limit_gives_429_with_a_retry_hint_and_the_server_keeps_serving(
+    limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    auth = {"x-api-key": KEY}
+    async with httpx.AsyncClient(base_url=limited_gateway.url, timeout=30, headers=auth) as http:
+        statuses = [(await http.post(BASE, json=PARAMS)).status_code for _ in range(3)]
+        assert statuses == [200, 200, 200]  # the burst
+        post = await http.post(BASE, json=PARAMS)
+        assert post.status_code == 429
+        assert 1 <= int(post.headers["retry-after"]) <= 10
+        assert post.json()["data"]["retryAfterSeconds"] >= 1
+        stream = await read_stream(http, BASE, PARAMS)
+        assert_well_formed(stream)
+        assert stream.terminal.event == "error" and stream.terminal.payload["status"] == 429
+        assert "잠시 후" in stream.terminal.payload["message"]
+        assert len(scripted.chat_requests) == 3
+
+        # Another key is another client with its own bucket; health is never limited.
+        other = await http.post(BASE, json=PARAMS, headers={"x-api-key": "other-key"})
+        assert other.status_code == 200
+        assert (await http.get("/health")).status_code == 200
+
+
+async def test_one_session_runs_one_generation_at_a_time(
+    limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", token_delay=0.02)
+    params = {**PARAMS, "sessionId": "tab-pair"}
+    async with httpx.AsyncClient(
+        base_url=limited_gateway.url, timeout=30, headers={"x-api-key": "other-key"}
+    ) as http:
+        first: list[str] = []
+        async with anyio.create_task_group() as group:
+
+            async def full() -> None:
+                first.append((await read_stream(http, BASE, params)).text)
+
+            group.start_soon(full)
+            with anyio.fail_after(20):  # the first retrieval warms the embedder up
+                while scripted.stats["active_streams"] < 1:
+                    await anyio.sleep(0.01)
+            second = await read_stream(http, BASE, params)
+            other_session = await read_stream(http, BASE, {**params, "sessionId": "tab-other"})
+        assert second.terminal.payload["status"] == 429
+        assert second.terminal.payload["data"]["retryAfterSeconds"] > 0
+        assert other_session.terminal.event == "close"
+        assert first == [expected_display_text()]
+
+
+async def test_request_id_goes_upstream_back_to_the_client_and_into_json_logs(
+    limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("http_error", status=500)
+    async with httpx.AsyncClient(base_url=limited_gateway.url, timeout=30) as http:
+        given = await http.post(
+            BASE, json=PARAMS, headers={"x-api-key": KEY, "x-request-id": "relay-42"}
+        )
+        minted = await http.get(
+            BASE,
+            params=PARAMS,
+            headers={"x-api-key": KEY, "x-request-id": "bad id \u00e9".encode("latin-1")},
+        )
+    assert given.status_code == 502 and given.headers["x-request-id"] == "relay-42"
+    minted_id = minted.headers["x-request-id"]
+    assert re.fullmatch(r"[0-9a-f]{32}", minted_id)  # an unsafe id is replaced, not echoed
+    upstream_ids = [r["headers"].get("x-request-id") for r in scripted.chat_requests]
+    assert upstream_ids == ["relay-42", minted_id]
+
+    lines = [
+        json.loads(line) for line in limited_gateway.log_text().splitlines() if line[:1] == "{"
+    ]
+    failures = [line for line in lines if "upstream failed" in line["message"]]
+    assert {line["request_id"] for line in failures} == {"relay-42", minted_id}
+    assert all(line["level"] == "WARNING" and line["ts"].endswith("Z") for line in failures)
+
+
+async def test_metrics_cover_latency_tokens_retrieval_errors_and_outcomes(
+    gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        before = (await http.get("/metrics")).text
+        ok = await read_stream(
+            http, FREE, {"message": "사무실에서 할 수 있는 비건 챌린지 추천해 줘"}
+        )
+        assert ok.terminal.event == "close"
+        scripted.set_scenario("cut")
+        cut = await read_stream(http, BASE, PARAMS)
+        assert cut.terminal.payload["status"] == 502
+        scripted.set_scenario("ok")
+        assert (await http.post(BASE, json=PARAMS)).status_code == 200
+        after = (await http.get("/metrics")).text
+
+    def grew(name: str, labels: str = "") -> float:
+        return _metric(after, name, labels) - _metric(before, name, labels)
+
+    assert grew("gateway_time_to_first_token_seconds_count") == 2  # the GET close and the POST
+    assert grew("gateway_inter_token_latency_seconds_count") > 20
+    assert grew("gateway_tokens_out_total") > 20
+    assert grew("gateway_retrieval_seconds_count") == 3
+    assert grew("gateway_requests_total", 'endpoint="free-text",outcome="close"') == 1
+    assert grew("gateway_requests_total", 'endpoint="base-info",outcome="502"') == 1
+    assert grew("gateway_requests_total", 'endpoint="base-info-json",outcome="close"') == 1
+    assert grew("gateway_upstream_errors_total", 'kind="cut"') == 1
