@@ -103,4 +103,10 @@ def setup_logging(level: str, fmt: Literal["json", "text"]) -> None:
     )
     root.addHandler(handler)
     root.setLevel(level.upper())
+    if fmt == "json":
+        # uvicorn's own lines (start-up, errors, access log) in the same format.
+        for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+            logger = logging.getLogger(name)
+            logger.handlers.clear()
+            logger.propagate = True
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
