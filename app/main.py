@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from app.chat.events import envelope
 from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
+from app.chat.streams import open_stream_hub
 from app.config import Settings, get_settings
 from app.errors import BadInput, InternalFailure
 from app.limits import Limits
@@ -53,6 +54,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             open_retriever(settings) as retriever,
             build_http_client(settings) as http,
             UpstreamPool.from_settings(settings, http, metrics) as upstreams,  # health checks
+            # Last: on exit it stops the generations before the clients they use close.
+            open_stream_hub(settings) as streams,
         ):
             llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
             service = RecommendationService(
@@ -74,6 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
                 "limits": Limits(settings),
+                "streams": streams,
             }
 
     app = FastAPI(

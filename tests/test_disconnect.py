@@ -46,7 +46,8 @@ async def test_hang_up_closes_the_upstream_request_fast_and_leaks_nothing(
 async def test_concurrent_sessions_with_disconnects(
     client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    """32 concurrent streams, every other one abandoned midway: all others complete intact."""
+    """32 concurrent streams on 16 sessions (two each, SESSION_MAX_CONCURRENT), every other
+    one abandoned midway: all others complete intact."""
     from tests.support.sse import read_stream
     from tests.upstream.scripted_openai import expected_display_text
 
@@ -54,12 +55,12 @@ async def test_concurrent_sessions_with_disconnects(
     results: list[str] = []
 
     async def full(i: int) -> None:
-        result = await read_stream(client, BASE, {**PARAMS, "sessionId": f"c{i % 4}"})
+        result = await read_stream(client, BASE, {**PARAMS, "sessionId": f"c{i % 16}"})
         assert result.terminal.event == "close"
         results.append(result.text)
 
     async def leave(i: int) -> None:
-        await hang_up_once(client, BASE, {**PARAMS, "sessionId": f"c{i % 4}"}, events_before=3)
+        await hang_up_once(client, BASE, {**PARAMS, "sessionId": f"c{i % 16}"}, events_before=3)
 
     async with anyio.create_task_group() as tg:
         for i in range(32):

@@ -8,12 +8,20 @@
     no byte for LLM_READ_TIMEOUT, or past LLM_TOTAL_TIMEOUT  -> UpstreamTimedOut (504)
     upstream 429/503, or no pooled connection free in time   -> Overloaded (503)
 
+With several replicas (``app/llm/upstreams.py``), a request that cannot connect (refused,
+reset, connect timeout) or is answered 429/5xx before its stream starts moves on to the next
+replica, each tried at most once; the error is then that of the last one tried. Once the
+stream has started (status 200) nothing is retried. A read timeout is not retried either:
+the replica may still be working on it, and a second try doubles the load when it is highest.
+
 Closing the generator early (the browser left) closes the response, which closes the
-upstream connection: vLLM sees the disconnect and aborts the generation.
+upstream connection: vLLM sees the disconnect and aborts the generation. That, and giving
+up on a timeout, count in ``gateway_upstream_aborts``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -25,6 +33,8 @@ import httpx
 from app.config import Settings
 from app.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
 from app.llm.schema import ANSWER_JSON_SCHEMA
+from app.llm.upstreams import Upstream, UpstreamPool
+from app.metrics import Metrics
 
 __all__ = ["ChatMessage", "LLMClient", "iter_sse_data"]
 
@@ -34,12 +44,12 @@ ChatMessage = dict[str, str]
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
-    """The one pooled client of the process (owned by the lifespan)."""
+    """The one pooled client of the process (owned by the lifespan), shared by all replicas:
+    requests use absolute URLs (``Upstream.url``), and the limits are for all of them."""
     headers = {"accept": "text/event-stream"}
     if settings.llm_api_key is not None:
         headers["authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
     return httpx.AsyncClient(
-        base_url=settings.llm_base_url + "/",
         headers=headers,
         timeout=httpx.Timeout(
             connect=settings.llm_connect_timeout,
@@ -101,29 +111,48 @@ def _content_of(event: str) -> str | None:
 
 
 class LLMClient:
-    def __init__(self, http: httpx.AsyncClient, settings: Settings) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        settings: Settings,
+        *,
+        metrics: Metrics | None = None,
+        upstreams: UpstreamPool | None = None,
+    ) -> None:
         self._http = http
         self._settings = settings
+        self._metrics = metrics if metrics is not None else Metrics()
+        self._pool = upstreams or UpstreamPool.from_settings(settings, http, self._metrics)
         self._model: str | None = settings.llm_model
 
+    @property
+    def upstreams(self) -> UpstreamPool:
+        return self._pool
+
     async def model(self) -> str:
-        """The configured model, or the first one the upstream lists (asked once)."""
+        """The configured model, or the first one an upstream lists (asked until one answers)."""
         if self._model is None:
-            try:
-                response = await self._http.get("models")
-                response.raise_for_status()
-                self._model = str(response.json()["data"][0]["id"])
-            except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-                raise _map_transport_error(exc, "listing models") from exc
+            error: GatewayError | None = None
+            for upstream in self._pool.candidates():
+                try:
+                    response = await self._http.get(upstream.url("models"))
+                    response.raise_for_status()
+                    self._model = str(response.json()["data"][0]["id"])
+                    break
+                except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+                    error = _map_transport_error(exc, f"listing models of {upstream.label}")
+                    if _is_connect_failure(exc):
+                        self._pool.mark_down(upstream, f"{type(exc).__name__} listing models")
+                    self._count(_kind_of(exc))
+            else:
+                assert error is not None
+                raise error
         return self._model
 
     async def check(self) -> None:
-        """Raise a GatewayError unless the upstream answers ``GET /models`` now."""
-        try:
-            response = await self._http.get("models", timeout=self._settings.llm_connect_timeout)
-            response.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise _map_transport_error(exc, "checking readiness") from exc
+        """Raise a GatewayError unless at least one replica answers ``GET /models`` now."""
+        if not any(await self._pool.check_all()):
+            raise UpstreamFailed("no upstream replica answers GET /models")
 
     def _payload(self, model: str, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         s = self._settings
@@ -152,31 +181,130 @@ class LLMClient:
         payload = self._payload(await self.model(), messages)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
+        upstream, response = await self._open(payload, headers)
+        done = False
         try:
-            async with self._http.stream(
-                "POST", "chat/completions", json=payload, headers=headers
-            ) as response:
-                if response.status_code != 200:
-                    body = (await response.aread())[:500].decode("utf-8", "replace")
-                    raise _map_status(response.status_code, body)
-                done = False
-                async for event in iter_sse_data(response.aiter_lines()):
-                    if done:
-                        continue  # read to the end so the connection goes back to the pool
-                    if event.strip() == "[DONE]":
-                        done = True
-                        continue
+            async for event in iter_sse_data(response.aiter_lines()):
+                if done:
+                    continue  # read to the end so the connection goes back to the pool
+                if event.strip() == "[DONE]":
+                    done = True
+                    continue
+                try:
                     content = _content_of(event)
-                    if content:
-                        yield content
-                    if time.monotonic() > deadline:
-                        raise UpstreamTimedOut("generation exceeded LLM_TOTAL_TIMEOUT")
-                if not done:
-                    raise UpstreamFailed("upstream stream ended before [DONE]")
-        except GatewayError:
-            raise
+                except UpstreamFailed:
+                    self._count(_event_error_kind(event))
+                    raise
+                if content:
+                    yield content
+                if time.monotonic() > deadline:
+                    self._count("timeout", abort=True)
+                    raise UpstreamTimedOut("generation exceeded LLM_TOTAL_TIMEOUT")
+            if not done:
+                self._count("cut")
+                raise UpstreamFailed(f"{upstream.label}: stream ended before [DONE]")
         except httpx.HTTPError as exc:
-            raise _map_transport_error(exc, "streaming") from exc
+            error = _map_transport_error(exc, f"streaming from {upstream.label}")
+            timed_out = isinstance(error, UpstreamTimedOut)
+            self._count("timeout" if timed_out else "cut", abort=timed_out)
+            raise error from exc
+        except (GeneratorExit, asyncio.CancelledError):
+            if not done:  # the consumer left: closing the response aborts the generation
+                self._metrics.upstream_aborts.inc()
+            raise
+        finally:
+            try:
+                await response.aclose()
+            finally:
+                self._pool.release(upstream)
+
+    async def _open(
+        self, payload: dict[str, Any], headers: dict[str, str] | None
+    ) -> tuple[Upstream, httpx.Response]:
+        """Send the request to the best replica whose answer starts a stream (status 200),
+        failing over per the module docstring. The caller releases the replica."""
+        candidates = self._pool.candidates()
+        for attempt, upstream in enumerate(candidates, start=1):
+            last = attempt == len(candidates)
+            self._pool.acquire(upstream)
+            streaming = False
+            try:
+                request = self._http.build_request(
+                    "POST", upstream.url("chat/completions"), json=payload, headers=headers
+                )
+                try:
+                    response = await self._http.send(request, stream=True)
+                except httpx.HTTPError as exc:
+                    error = _map_transport_error(exc, f"connecting to {upstream.label}")
+                    if _is_connect_failure(exc):
+                        self._pool.mark_down(upstream, f"{type(exc).__name__} on a request")
+                        self._count("connect")
+                        if not last:
+                            log.warning("upstream %s: %s; trying another", upstream.label, exc)
+                            continue
+                    elif not isinstance(exc, httpx.PoolTimeout):  # ours, not the upstream's
+                        self._count(_kind_of(exc), abort=isinstance(error, UpstreamTimedOut))
+                    raise error from exc
+                if response.status_code == 200:
+                    streaming = True
+                    return upstream, response
+                try:
+                    body = (await response.aread())[:500].decode("utf-8", "replace")
+                except httpx.HTTPError:
+                    body = ""
+                finally:
+                    await response.aclose()
+                self._count("status")
+                error = _map_status(response.status_code, body)
+                if not last and _worth_another(response.status_code):
+                    log.warning(
+                        "upstream %s answered %s; trying another",
+                        upstream.label,
+                        response.status_code,
+                    )
+                    continue
+                raise error
+            finally:
+                if not streaming:
+                    self._pool.release(upstream)
+        raise AssertionError("unreachable: the last candidate returns or raises")
+
+    def _count(self, kind: str, *, abort: bool = False) -> None:
+        self._metrics.upstream_errors.labels(kind).inc()
+        if abort:
+            self._metrics.upstream_aborts.inc()
+
+
+def _worth_another(status: int) -> bool:
+    """A status another replica may not answer: busy (429) or failing (5xx)."""
+    return status == 429 or status >= 500
+
+
+def _is_connect_failure(exc: BaseException) -> bool:
+    """No answer at all: refused, unreachable, connect timeout, or reset before the status line."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        return True
+    return isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError)
+
+
+def _kind_of(exc: BaseException) -> str:
+    """The ``gateway_upstream_errors`` kind of an error before the stream starts."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return "status"
+    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+        return "timeout"
+    if isinstance(exc, httpx.HTTPError):
+        return "connect"
+    return "malformed"  # a model list we cannot read
+
+
+def _event_error_kind(event: str) -> str:
+    """``inband`` for an ``{"error": ...}`` event, else ``malformed`` (error path only)."""
+    try:
+        chunk = json.loads(event)
+    except ValueError:
+        return "malformed"
+    return "inband" if isinstance(chunk, dict) and "error" in chunk else "malformed"
 
 
 def _map_status(status: int, body: str) -> GatewayError:

@@ -1,18 +1,82 @@
-"""Liveness and readiness."""
+"""Liveness and readiness.
+
+``/ready`` asks every vLLM replica (``GET /models``) and the vector store, at most once per
+``READY_CACHE_SECONDS``: a load balancer probing every 100 ms does not become load on vLLM.
+Concurrent probes while a check runs wait for it and share its answer.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import asyncio
+import math
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app.chat.events import Envelope, envelope
-from app.deps import LLMDep, MetricsDep, RetrieverDep
+from app.deps import MetricsDep
 from app.errors import GatewayError
+from app.llm.client import LLMClient
+from app.rag.retriever import Retriever
 
-__all__ = ["router"]
+__all__ = ["Readiness", "router"]
 
 router = APIRouter(tags=["health"])
+
+_READY = "요청을 받을 준비가 되었어요."
+_RETRY = "잠시 후 다시 시도해 주세요."
+# What each check is called in the 503 message (never a URL or a host).
+_PARTS = {"llm": "언어 모델 서버", "retriever": "챌린지 검색 저장소"}
+
+
+class Readiness:
+    """The dependency checks behind ``/ready``, cached for ``ttl`` seconds (one at a time)."""
+
+    def __init__(self, llm: LLMClient, retriever: Retriever, ttl: float) -> None:
+        self._llm = llm
+        self._retriever = retriever
+        self._ttl = ttl
+        self._lock = asyncio.Lock()
+        self._checked_at = -math.inf
+        self._checks: dict[str, str] = {}
+
+    async def checks(self) -> dict[str, str]:
+        """``{"llm": "ok" | "unavailable", "retriever": ...}``, fresh or up to ``ttl`` old."""
+        async with self._lock:
+            if time.monotonic() - self._checked_at >= self._ttl:
+                llm, retriever = await asyncio.gather(self._llm_ok(), self._retriever_ok())
+                self._checks = {"llm": _word(llm), "retriever": _word(retriever)}
+                self._checked_at = time.monotonic()
+            return dict(self._checks)
+
+    async def _llm_ok(self) -> bool:
+        try:
+            await self._llm.check()  # at least one replica answers
+        except GatewayError:
+            return False
+        return True
+
+    async def _retriever_ok(self) -> bool:
+        try:
+            await self._retriever.retrieve("제로웨이스트", k=1)
+        except Exception:
+            return False
+        return True
+
+
+def _word(ok: bool) -> str:
+    return "ok" if ok else "unavailable"
+
+
+def _readiness(request: Request) -> Readiness:
+    readiness: Readiness = request.state.readiness
+    return readiness
+
+
+ReadinessDep = Annotated[Readiness, Depends(_readiness)]
 
 
 @router.get("/health", summary="Liveness: the process answers; calls no dependency")
@@ -22,28 +86,17 @@ async def health() -> JSONResponse:
 
 @router.get(
     "/ready",
-    summary="Readiness: the LLM upstream and the retriever answer",
+    summary="Readiness: an LLM replica and the retriever answer (cached READY_CACHE_SECONDS)",
     response_model=Envelope,
     responses={503: {"model": Envelope, "description": "a dependency does not answer"}},
 )
-async def ready(llm: LLMDep, retriever: RetrieverDep) -> JSONResponse:
-    checks: dict[str, str] = {}
-    try:
-        await llm.check()
-        checks["llm"] = "ok"
-    except GatewayError:
-        checks["llm"] = "unavailable"
-    try:
-        await retriever.retrieve("제로웨이스트", k=1)
-        checks["retriever"] = "ok"
-    except Exception:
-        checks["retriever"] = "unavailable"
-    ok = all(value == "ok" for value in checks.values())
-    status = 200 if ok else 503
-    message = (
-        "요청을 받을 준비가 되었어요." if ok else "아직 준비 중이에요. 잠시 후 다시 시도해 주세요."
-    )
-    return JSONResponse(envelope(status, message, checks), status_code=status)
+async def ready(readiness: ReadinessDep) -> JSONResponse:
+    checks = await readiness.checks()
+    failed = [_PARTS[name] for name, value in checks.items() if value != "ok"]
+    if not failed:
+        return JSONResponse(envelope(200, _READY, checks))
+    message = f"아직 준비 중이에요: {'와 '.join(failed)}에 연결할 수 없어요. {_RETRY}"
+    return JSONResponse(envelope(503, message, checks), status_code=503)
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
