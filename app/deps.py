@@ -7,18 +7,32 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.chat.pipeline import RecommendationService
+from app.chat.streams import StreamHub
 from app.config import Settings
 from app.limits import Limits
 from app.llm.client import LLMClient
 from app.metrics import Metrics
 from app.rag.retriever import Retriever
 
-__all__ = ["LLMDep", "LimitsDep", "MetricsDep", "RetrieverDep", "ServiceDep", "SettingsDep"]
+__all__ = [
+    "LLMDep",
+    "LimitsDep",
+    "MetricsDep",
+    "RetrieverDep",
+    "ServiceDep",
+    "SettingsDep",
+    "StreamsDep",
+]
 
 
 def _service(request: Request) -> RecommendationService:
     service: RecommendationService = request.state.service
     return service
+
+
+def _streams(request: Request) -> StreamHub:
+    streams: StreamHub = request.state.streams
+    return streams
 
 
 def _settings(request: Request) -> Settings:
@@ -48,6 +62,7 @@ def _retriever(request: Request) -> Retriever:
 
 ServiceDep = Annotated[RecommendationService, Depends(_service)]
 SettingsDep = Annotated[Settings, Depends(_settings)]
+StreamsDep = Annotated[StreamHub, Depends(_streams)]
 LLMDep = Annotated[LLMClient, Depends(_llm)]
 RetrieverDep = Annotated[Retriever, Depends(_retriever)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]

@@ -27,8 +27,18 @@ stop_vllm() {
         kill -KILL -- "-$vllm_pid" 2>/dev/null || true
     fi
 }
+gateway_pid=""
+# SIGTERM (a supervisor stopping us): pass it to the gateway and let it drain, then stop vLLM.
+drain_gateway() {
+    if [[ -n "$gateway_pid" ]]; then
+        kill -TERM "$gateway_pid" 2>/dev/null || true
+        wait "$gateway_pid" || true
+    fi
+    exit 143
+}
 trap stop_vllm EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap drain_gateway TERM
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
     step "vLLM on port ${PORT:-8800} (first run installs it: a few minutes)"
@@ -47,6 +57,11 @@ cat >&2 <<MSG
     curl -N '$base/ai/chatbot/recommendation/free-text?sessionId=s1&message=%EB%B9%84%EA%B1%B4%20%EC%B1%8C%EB%A6%B0%EC%A7%80%20%EC%95%8C%EB%A0%A4%EC%A4%98'
   Ctrl-C stops everything.
 MSG
-.venv/bin/uvicorn app.main:app --host "$GATEWAY_HOST" --port "$GATEWAY_PORT" &
+# On SIGTERM the app drains SSE streams itself (SHUTDOWN_GRACE_SECONDS, then error 503); uvicorn's
+# own limit is the backstop for anything else still open (a POST) a little after that.
+shutdown_timeout="$(.venv/bin/python -c 'import math; from app.config import Settings
+print(math.ceil(Settings().shutdown_grace_seconds) + 10)')"
+.venv/bin/uvicorn app.main:app --host "$GATEWAY_HOST" --port "$GATEWAY_PORT" \
+    --timeout-graceful-shutdown "$shutdown_timeout" &
 gateway_pid=$!
 wait "$gateway_pid"

@@ -47,7 +47,7 @@ async def test_base_info_streams_display_text_then_close(
     ]
     assert {(c["category"], c["label"]) for c in data["challenges"]} == {("PLOGGING", "플로깅")}
     assert result.headers["x-session-id"] == "b1"
-    assert [int(e.id or 0) for e in result.events] == list(range(1, len(result.events) + 1))
+    assert [e.seq for e in result.events] == list(range(1, len(result.events) + 1))
 
     (request,) = scripted.chat_requests
     body = request["body"]

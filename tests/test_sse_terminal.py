@@ -10,15 +10,19 @@ terminal event, which proves the check can fail; ours never does.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import httpx
 import pytest
 from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import Route
 
 from app.chat.events import Delta, Done, StreamEvent
+from app.chat.streams import open_stream_hub
+from app.config import Settings
 from app.metrics import Metrics
 from app.sse import event_source_response, to_sse
 from tests.support.sse import assert_well_formed, read_stream
@@ -56,13 +60,25 @@ async def _naive(request: object) -> EventSourceResponse:
     return EventSourceResponse(frames(), ping=PING)
 
 
-async def _ours(request: object) -> EventSourceResponse:
+async def _ours(request: Request) -> EventSourceResponse:
     return event_source_response(
-        _pipeline(), ping_interval=PING, send_timeout=5, metrics=Metrics(), endpoint="test"
+        _pipeline(),
+        streams=request.state.streams,
+        ping_interval=PING,
+        send_timeout=5,
+        retry_ms=1000,
+        metrics=Metrics(),
+        endpoint="test",
     )
 
 
-APP = Starlette(routes=[Route("/naive", _naive), Route("/ours", _ours)])
+@asynccontextmanager
+async def _lifespan(_: Starlette) -> AsyncIterator[dict[str, object]]:
+    async with open_stream_hub(Settings(_env_file=None)) as streams:
+        yield {"streams": streams}
+
+
+APP = Starlette(routes=[Route("/naive", _naive), Route("/ours", _ours)], lifespan=_lifespan)
 
 
 async def test_naive_response_pings_after_close() -> None:

@@ -24,12 +24,13 @@ from app.chat.events import (
     envelope,
 )
 from app.chat.sessions import new_session_id
+from app.chat.streams import StreamHub
 from app.config import Settings
-from app.deps import LimitsDep, MetricsDep, ServiceDep, SettingsDep
+from app.deps import LimitsDep, MetricsDep, ServiceDep, SettingsDep, StreamsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.logs import current_request_id
 from app.metrics import Metrics
-from app.sse import event_source_response
+from app.sse import event_source_response, resume_response
 
 __all__ = ["router"]
 
@@ -58,7 +59,12 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
                 }
             }
         },
-    }
+    },
+    204: {
+        "description": "An EventSource reconnecting with `Last-Event-ID` when that stream has "
+        "nothing left to send or is no longer kept (the browser then stops reconnecting). "
+        "A reconnect to a kept stream gets its remaining events instead, never a new answer."
+    },
 }
 _JSON_DOC: dict[int | str, dict[str, Any]] = {
     code: {"model": Envelope, "description": text}
@@ -196,17 +202,37 @@ def _start(
 def _sse(
     events: AsyncIterator[StreamEvent],
     headers: dict[str, str],
+    streams: StreamHub,
     settings: Settings,
     metrics: Metrics,
     endpoint: str,
 ) -> EventSourceResponse:
     return event_source_response(
         events,
+        streams=streams,
+        ping_interval=settings.sse_ping_interval,
+        send_timeout=settings.sse_send_timeout,
+        retry_ms=settings.sse_retry_ms,
+        metrics=metrics,
+        endpoint=endpoint,
+        headers=headers,
+    )
+
+
+async def _resume(
+    request: Request, streams: StreamHub, settings: Settings, metrics: Metrics, endpoint: str
+) -> Response | None:
+    """An EventSource reconnecting (``Last-Event-ID``) continues its stream, never a new one."""
+    last_event_id = request.headers.get("last-event-id", "").strip()
+    if not last_event_id:
+        return None
+    return await resume_response(
+        last_event_id,
+        streams=streams,
         ping_interval=settings.sse_ping_interval,
         send_timeout=settings.sse_send_timeout,
         metrics=metrics,
         endpoint=endpoint,
-        headers=headers,
     )
 
 
@@ -222,15 +248,19 @@ async def base_info_stream(
     limits: LimitsDep,
     settings: SettingsDep,
     metrics: MetricsDep,
+    streams: StreamsDep,
     sessionId: _TEXT_QUERY = None,
     location: _TEXT_QUERY = None,
     workType: _TEXT_QUERY = None,
     category: _TEXT_QUERY = None,
 ) -> Response:
+    if (resumed := await _resume(request, streams, settings, metrics, "base-info")) is not None:
+        return resumed
     body = BaseInfoBody(
         sessionId=sessionId, location=location, workType=workType, category=category
     )
-    return _sse(*_start(request, service, limits, body), settings, metrics, "base-info")
+    events, headers = _start(request, service, limits, body)
+    return _sse(events, headers, streams, settings, metrics, "base-info")
 
 
 @router.get(
@@ -245,11 +275,15 @@ async def free_text_stream(
     limits: LimitsDep,
     settings: SettingsDep,
     metrics: MetricsDep,
+    streams: StreamsDep,
     sessionId: _TEXT_QUERY = None,
     message: _TEXT_QUERY = None,
 ) -> Response:
+    if (resumed := await _resume(request, streams, settings, metrics, "free-text")) is not None:
+        return resumed
     body = FreeTextBody(sessionId=sessionId, message=message)
-    return _sse(*_start(request, service, limits, body), settings, metrics, "free-text")
+    events, headers = _start(request, service, limits, body)
+    return _sse(events, headers, streams, settings, metrics, "free-text")
 
 
 @router.post(

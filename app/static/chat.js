@@ -5,12 +5,17 @@
 //   close     -> render the challenge cards, then es.close()
 //   error     -> show the envelope's Korean message, then es.close()
 // Closing on every terminal event matters: an EventSource reconnects by itself when a
-// response ends, which would start a second generation. A dropped connection reaches the
-// same "error" listener as a plain Event (no data); it is closed too, never retried.
+// response ends. A dropped connection is different: it reaches the same "error" listener as a
+// plain Event (no data) and the page lets the browser reconnect. The browser sends the id of
+// the last event it got (Last-Event-ID, ids are "<streamId>.<n>"), and the gateway continues
+// that same answer after it, or answers 204 when there is nothing left to resume, which stops
+// the browser for good (readyState CLOSED): then the drop is reported. Events whose number
+// was already shown are skipped, so no text is ever added twice.
 "use strict";
 
 (() => {
   const MAX_CHARS = 100;
+  const MAX_RECONNECTS = 5; // reconnects in a row that bring nothing new before giving up
   const BASE_INFO_URL = "ai/chatbot/recommendation/base-info"; // relative: works behind a prefix
   const FREE_TEXT_URL = "ai/chatbot/recommendation/free-text";
   const FIELD_LABELS = {
@@ -23,6 +28,7 @@
   const TEXT = {
     thinking: "답변을 만드는 중이에요…",
     dropped: "연결이 끊겼어요. 잠시 후 다시 시도해 주세요.",
+    reconnecting: "연결이 잠시 끊겼어요. 다시 연결하는 중이에요…",
     generic: "일시적인 오류가 발생했어요. 잠시 후 다시 시도해 주세요.",
     empty: "메시지를 입력해 주세요.",
     fields: "확인할 항목: ",
@@ -157,8 +163,26 @@
     setBusy(true);
     const es = new EventSource(url);
     current = es;
+    let lastSeq = 0; // number of the newest event shown
+    let reconnects = 0;
+
+    // False for an event already shown; ids are "<streamId>.<n>".
+    function isNew(event) {
+      const seq = Number(String(event.lastEventId).split(".").pop());
+      if (Number.isInteger(seq) && seq > 0) {
+        if (seq <= lastSeq) return false;
+        lastSeq = seq;
+      }
+      reconnects = 0;
+      return true;
+    }
+
+    es.addEventListener("open", () => {
+      if (current === es) status.textContent = TEXT.thinking;
+    });
 
     es.addEventListener("challenge", (event) => {
+      if (!isNew(event)) return;
       const envelope = parseEnvelope(event.data);
       if (!envelope || typeof envelope.data !== "string") return;
       const wasNearBottom = nearBottom();
@@ -167,6 +191,7 @@
     });
 
     es.addEventListener("close", (event) => {
+      if (current !== es || !isNew(event)) return;
       const envelope = parseEnvelope(event.data);
       const result = envelope && envelope.data ? envelope.data : {};
       const wasNearBottom = nearBottom();
@@ -179,11 +204,18 @@
     });
 
     // Both the server's `event: error` (a MessageEvent with data) and a failed or dropped
-    // connection (a plain Event) arrive here; either way the stream is over.
+    // connection (a plain Event) arrive here. The first ends the stream; after the second the
+    // browser reconnects by itself (CONNECTING) unless it was refused (CLOSED: a 204 or an
+    // HTTP error), and the page gives up after a few reconnects that brought nothing.
     es.addEventListener("error", (event) => {
       if (current !== es) return;
-      const wasNearBottom = nearBottom();
       const fromServer = typeof event.data === "string";
+      if (!fromServer && es.readyState === EventSource.CONNECTING && reconnects < MAX_RECONNECTS) {
+        reconnects += 1;
+        status.textContent = TEXT.reconnecting;
+        return;
+      }
+      const wasNearBottom = nearBottom();
       const envelope = fromServer ? parseEnvelope(event.data) : null;
       const text = envelope && typeof envelope.message === "string" ? envelope.message : null;
       finish(es, message, "error");

@@ -6,14 +6,18 @@ they are missing the tests fail, never skip: CI installs them.
 What the page must do (SPEC "Who calls us"): stream the ``challenge`` texts into the bubble as
 they arrive, render cards from ``close``, show the envelope's Korean ``message`` on ``error``,
 and close its EventSource on every terminal event so the browser never reconnects into a
-second generation. Reconnects are counted twice: as upstream chat requests and as the
-browser's own network requests (Chromium's performance log).
+second generation. A dropped connection (a TCP relay in the test resets it mid-answer) is left
+to the browser's own reconnect with ``Last-Event-ID``: the gateway continues the same answer,
+or ends it with its error, or answers 204, which stops the browser. Reconnects are counted
+twice: as upstream chat requests and as the browser's own network requests (Chromium's
+performance log).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import struct
 import threading
@@ -26,8 +30,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from app.chat.pipeline import OFF_TOPIC_REPLY
+from app.chat.streams import StreamAborted
 from app.errors import UpstreamFailed
 from tests.support.gateway import ROOT, GatewayProcess
+from tests.support.store import store_copy
 from tests.upstream.scripted_openai import (
     DEFAULT_ANSWER,
     ScriptedUpstreamThread,
@@ -80,6 +86,18 @@ new MutationObserver(() => {
     if (text.includes(word)) window.__leaks.push([word, text]);
   }
 }).observe(document.body, {childList: true, subtree: true, characterData: true});
+"""
+
+# Keeps every EventSource the page creates, to read its readyState.
+_TRACK_SOURCES_JS = """
+const Native = window.EventSource;
+window.__sources = [];
+window.EventSource = class extends Native {
+  constructor(...args) {
+    super(...args);
+    window.__sources.push(this);
+  }
+};
 """
 
 _SNAPSHOT_JS = """
@@ -209,7 +227,10 @@ def _last_answer(driver: Any) -> dict[str, Any]:
 
 
 def _screenshot(driver: Any) -> None:
-    """docs/chat-page.png: the first answer with its cards, nothing hovered."""
+    """docs/chat-page.png: the first answer with its cards, nothing hovered. Only with
+    UPDATE_SCREENSHOT=1: a test run must not rewrite tracked files."""
+    if os.environ.get("UPDATE_SCREENSHOT") != "1":
+        return
     size = driver.get_window_size()
     driver.set_window_size(1100, 1150)
     ActionChains(driver).move_to_element(driver.find_element(By.TAG_NAME, "h1")).perform()
@@ -304,31 +325,111 @@ def test_nonsense_gets_the_friendly_reply(page: Any, scripted: ScriptedUpstreamT
     assert [u.text for u in user] == ["ㅁㄴㅇㄹ"]
 
 
-def test_dropped_connection_is_reported_and_not_retried(
+@pytest.fixture(scope="module")
+def resume_gateway(
+    upstream: ScriptedUpstreamThread,
+    store_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GatewayProcess]:
+    """A second gateway whose generations outlive a dropped client for a while (live resume)."""
+    env = {
+        "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
+        "LLM_BASE_URL": upstream.base_url,
+        "SSE_PING_INTERVAL": "0.3",
+        "STREAM_RESUME_GRACE_SECONDS": "10",
+    }
+    with GatewayProcess(env) as gw:
+        yield gw
+
+
+def _drop_mid_answer(browser: Any, proxy: _CuttableProxy, retarget: int | None = None) -> str:
+    """Load the page through ``proxy``, ask, and reset the connection once text is showing
+    (no terminal event: the EventSource's own onerror). Returns the text shown at the cut."""
+    browser.get(proxy.url + "/")
+    browser.execute_script(_WATCH_JS, list(FORBIDDEN))
+    browser.execute_script(_TRACK_SOURCES_JS)
+    browser.get_log("performance")
+    _submit_base_info(browser, "산", "재택근무", "비건")
+    deadline = time.monotonic() + STREAM_TIMEOUT_S
+    while not (shown := browser.execute_script(_SNAPSHOT_JS)["text"]):
+        assert time.monotonic() < deadline, "the answer never started"
+        time.sleep(0.01)
+    if retarget is not None:
+        proxy.retarget(retarget)
+    proxy.cut()
+    return str(shown)
+
+
+def _after_the_drop(browser: Any, proxy: _CuttableProxy) -> None:
+    """The browser reconnected once, then stopped: no loop, no second generation."""
+    time.sleep(RECONNECT_WINDOW_S)
+    assert len(_api_requests(browser)) == 2, "one reconnect, then nothing"
+    assert proxy.connections_after_cut >= 1
+    states = browser.execute_script("return window.__sources.map((s) => s.readyState);")
+    assert states == [2], "the EventSource ended CLOSED"
+
+
+def test_dropped_connection_resumes_the_live_answer(
+    browser: Any, resume_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    # The gateway keeps generating for 10 s after the drop; the browser reconnects after the
+    # 1 s `retry:` hint with Last-Event-ID and the bubble continues where it stopped.
+    scripted.set_scenario("ok", token_delay=0.05)
+    with _CuttableProxy(resume_gateway.port) as proxy:
+        shown = _drop_mid_answer(browser, proxy)
+        seen = _follow(browser, 0)
+        final = expected_display_text()
+        assert len(shown) < len(final), "the cut came mid-answer"
+        for text in seen:
+            assert final.startswith(text), text  # it only ever grows: nothing twice
+        answer = _last_answer(browser)
+        assert answer["state"] == "done", answer
+        assert answer["text"] == final
+        assert answer["titles"] == [c["title"] for c in DEFAULT_ANSWER["challenges"]]
+        assert answer["error"] == ""
+        _assert_idle(answer)
+        _after_the_drop(browser, proxy)
+    assert len(scripted.chat_requests) == 1, "one upstream generation for the whole answer"
+    assert scripted.stats["streams_aborted_by_client"] == 0
+
+
+def test_dropped_connection_without_grace_ends_with_the_servers_message(
     browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread
 ) -> None:
-    # The connection dies mid-answer (a reset, no terminal event): the EventSource's own
-    # onerror, which would reconnect by itself in 3 s if the page let it.
+    # Default settings: the generation stops the moment its client is gone, so the reconnect
+    # gets what was generated and not yet shown, then the server's error (499).
     scripted.set_scenario("ok", token_delay=0.05)
     with _CuttableProxy(gateway.port) as proxy:
-        browser.get(proxy.url + "/")
-        browser.execute_script(_WATCH_JS, list(FORBIDDEN))
-        browser.get_log("performance")
-        _submit_base_info(browser, "산", "재택근무", "비건")
-        deadline = time.monotonic() + STREAM_TIMEOUT_S
-        while not browser.execute_script(_SNAPSHOT_JS)["text"]:
-            assert time.monotonic() < deadline, "the answer never started"
-            time.sleep(0.01)
-        proxy.cut()
+        _drop_mid_answer(browser, proxy)
+        _follow(browser, 0)
+        answer = _last_answer(browser)
+        assert answer["state"] == "error"
+        assert answer["error"] == StreamAborted.default_message
+        assert answer["text"], "what arrived before the drop stays"
+        assert expected_display_text().startswith(answer["text"]), "no text twice"
+        _assert_idle(answer)
+        _after_the_drop(browser, proxy)
+    assert len(scripted.chat_requests) == 1
+
+
+def test_reconnect_to_a_process_that_lacks_the_stream_gets_204_and_stops(
+    browser: Any,
+    gateway: GatewayProcess,
+    resume_gateway: GatewayProcess,
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    # The reconnect lands on another process without shared storage: 204, the browser stops
+    # (CLOSED) and the page reports the drop. Never a new generation there.
+    scripted.set_scenario("ok", token_delay=0.05)
+    with _CuttableProxy(gateway.port) as proxy:
+        _drop_mid_answer(browser, proxy, retarget=resume_gateway.port)
         _follow(browser, 0)
         answer = _last_answer(browser)
         assert answer["state"] == "error"
         assert answer["error"] == "연결이 끊겼어요. 잠시 후 다시 시도해 주세요."
-        assert answer["text"], "what arrived before the drop stays"
+        assert answer["text"]
         _assert_idle(answer)
-        time.sleep(RECONNECT_WINDOW_S)
-        assert len(_api_requests(browser)) == 1, "the page retried after the drop"
-        assert proxy.connections_after_cut == 0
+        _after_the_drop(browser, proxy)
     assert len(scripted.chat_requests) == 1
 
 
@@ -336,7 +437,7 @@ class _CuttableProxy:
     """A loopback TCP relay to the gateway whose open connections can be reset at once."""
 
     def __init__(self, target_port: int) -> None:
-        self._target = ("127.0.0.1", target_port)
+        self._target = ("127.0.0.1", target_port)  # connections made from now on go there
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
         self._sockets: list[socket.socket] = []
@@ -351,6 +452,10 @@ class _CuttableProxy:
     def __exit__(self, *exc: object) -> None:
         self._listener.close()
         self.cut()
+
+    def retarget(self, port: int) -> None:
+        """Later connections (the reconnect) go to another gateway."""
+        self._target = ("127.0.0.1", port)
 
     def cut(self) -> None:
         with self._lock:

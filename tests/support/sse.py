@@ -13,12 +13,25 @@ import httpx
 
 @dataclass
 class Frame:
-    """One SSE block: an event (``event`` set) or a comment-only block (``comments``)."""
+    """One SSE block: an event (``event`` set), a comment-only block (``comments``), or the
+    opening block of a stream (``id`` and ``retry``, no data: nothing is dispatched)."""
 
     event: str | None = None
     id: str | None = None
     data: str | None = None
+    retry: int | None = None
     comments: list[str] = field(default_factory=list)
+
+    @property
+    def seq(self) -> int:
+        """The event's number in its stream (ids are ``<streamId>.<seq>``)."""
+        assert self.id is not None, self
+        return int(self.id.rpartition(".")[2])
+
+    @property
+    def stream_id(self) -> str:
+        assert self.id is not None, self
+        return self.id.rpartition(".")[0]
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -28,11 +41,21 @@ class Frame:
         return value
 
 
+def _filled(frame: Frame) -> bool:
+    return bool(
+        frame.event
+        or frame.data is not None
+        or frame.comments
+        or frame.id is not None
+        or frame.retry is not None
+    )
+
+
 async def iter_frames(lines: AsyncIterator[str]) -> AsyncIterator[Frame]:
     frame = Frame()
     async for line in lines:
         if line == "":
-            if frame.event or frame.data is not None or frame.comments:
+            if _filled(frame):
                 yield frame
             frame = Frame()
             continue
@@ -47,9 +70,12 @@ async def iter_frames(lines: AsyncIterator[str]) -> AsyncIterator[Frame]:
             frame.id = value
         elif name == "data":
             frame.data = value if frame.data is None else frame.data + "\n" + value
+        elif name == "retry":
+            assert value.isdigit(), line
+            frame.retry = int(value)
         else:
             raise AssertionError(f"unexpected SSE field {line!r}")
-    if frame.event or frame.data is not None or frame.comments:
+    if _filled(frame):
         yield frame
 
 
@@ -88,6 +114,11 @@ def assert_well_formed(result: StreamResult) -> None:
     assert events, "no events"
     assert all(e.event in {"challenge", "close", "error"} for e in events), events
     assert all(e.id for e in events), "every event carries an id"
+    opening = result.frames[0]
+    assert opening.event is None and opening.data is None, "a stream opens with its id alone"
+    assert opening.retry is not None and opening.id is not None and opening.seq == 0, opening
+    assert {e.stream_id for e in events} == {opening.stream_id}, "one stream id"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1)), "numbered from 1"
     terminals = [e for e in events if e.event in {"close", "error"}]
     assert len(terminals) == 1, terminals
     assert result.frames[-1] is terminals[0], "nothing may follow the terminal event"
