@@ -1,15 +1,19 @@
 """Pipeline events -> server-sent events, with the guarantee the old server broke:
 nothing, not even a ping, is ever sent after the terminal event.
 
-sse-starlette frames the events, applies the send timeout and notices the client leaving
-(it then cancels the response). Keep-alive is ours, deliberately (do not "fix" by switching
-sse-starlette's ``ping`` back on): its ping task runs beside the data and can wake while a
-finished stream winds down, landing a ``: ping`` after ``close`` (tests/test_sse_terminal.py
-reproduces that). Here one generator writes every frame: ``_frames()`` reads the stream's log
-(:mod:`app.chat.streams`; the generation itself runs in the stream hub, so that a reconnect
-can pick it up) and, after ``ping_interval`` of silence, yields a ``: ping`` comment itself.
-It returns right after the terminal event, so there is no later frame to send; a resumed
-stream ends the same way.
+``EventStreamResponse`` is ours, a small ASGI response: it writes the frames ``_frames()``
+yields, notices the client leaving (a task reading ``receive``) and then cancels the response,
+which releases the stream and, with nobody left reading, closes the upstream request; a
+watchdog drops a client that stops reading for ``SSE_SEND_TIMEOUT``. Keep-alive is ours too:
+sse-starlette's ping task runs beside the data and can wake while a finished stream winds
+down, landing a ``: ping`` after ``close`` (tests/test_sse_terminal.py reproduces that). Here
+one generator writes every frame: ``_frames()`` reads the stream's log (:mod:`app.chat.streams`;
+the generation itself runs in the stream hub, so that a reconnect can pick it up) and, after
+``ping_interval`` of silence, yields a ``: ping`` comment itself. It returns right after the
+terminal event, so there is no later frame to send; a resumed stream ends the same way.
+
+Events that are ready together leave in one write (under load a reader often wakes to
+several): one ``send`` per batch, not per event, is most of the gateway's per-token cost.
 
 Ids are ``<streamId>.<seq>``. A new stream's first frame is ``id: <streamId>.0`` with the
 ``retry:`` hint and no data: no event reaches the client, but an EventSource that loses the
@@ -20,28 +24,93 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
 
 import anyio
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from app.chat.events import StreamEvent
 from app.chat.streams import LoggedEvent, StreamHub, StreamSource, parse_event_id
 from app.metrics import Metrics
 
-__all__ = ["event_source_response", "resume_response", "to_sse"]
+__all__ = ["EventStreamResponse", "event_source_response", "resume_response", "to_sse"]
 
 log = logging.getLogger(__name__)
+
+_PING = b": ping\r\n\r\n"
+
+
+class EventStreamResponse(Response):
+    """``text/event-stream`` from an async iterator of ready-made frames (bytes)."""
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self,
+        frames: AsyncIterator[bytes],
+        *,
+        send_timeout: float,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self._frames = frames
+        self._send_timeout = send_timeout
+        self._sending_since: float | None = None
+        self.init_headers(
+            {
+                "cache-control": "no-store",
+                "connection": "keep-alive",
+                "x-accel-buffering": "no",  # nginx: do not buffer the stream
+                **(headers or {}),
+            }
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        async with anyio.create_task_group() as group:
+            group.start_soon(_watch_client, receive, group.cancel_scope)
+            group.start_soon(self._watch_send, group.cancel_scope)
+            try:
+                async with aclosing(self._frames):  # type: ignore[type-var]
+                    async for chunk in self._frames:
+                        self._sending_since = anyio.current_time()
+                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                        self._sending_since = None
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except OSError:  # ASGI 2.4 servers may raise on a send to a closed connection
+                pass
+            group.cancel_scope.cancel()
+
+    async def _watch_send(self, scope: anyio.CancelScope) -> None:
+        """Cancel the response when one write has waited ``send_timeout`` (checked every
+        half of it: one timer per stream, not one per frame)."""
+        while True:
+            await anyio.sleep(self._send_timeout / 2)
+            since = self._sending_since
+            if since is not None and anyio.current_time() - since >= self._send_timeout:
+                log.info("client stopped reading for %.0f s: dropping it", self._send_timeout)
+                scope.cancel()
+                return
+
+
+async def _watch_client(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+def _frame(stream_id: str, record: LoggedEvent) -> str:
+    # ``data`` is one line: the envelope is JSON, whose strings escape CR and LF.
+    return f"id: {stream_id}.{record.seq}\r\nevent: {record.name}\r\ndata: {record.data}\r\n\r\n"
 
 
 def to_sse(event: StreamEvent, event_id: int | str) -> ServerSentEvent:
     """One pipeline event as a server-sent event with the given id."""
     record = LoggedEvent.of(0, event)
     return ServerSentEvent(data=record.data, event=record.name, id=str(event_id))
-
-
-def _event(stream_id: str, record: LoggedEvent) -> ServerSentEvent:
-    return ServerSentEvent(data=record.data, event=record.name, id=f"{stream_id}.{record.seq}")
 
 
 async def _frames(
@@ -52,7 +121,7 @@ async def _frames(
     ping_interval: float,
     metrics: Metrics,
     endpoint: str,
-) -> AsyncIterator[ServerSentEvent]:
+) -> AsyncIterator[bytes]:
     """Every frame of one response: the events of the stream after ``after``, pings while
     it is quiet, and nothing after its terminal event. ``opening`` is the ``retry:`` hint of a
     new stream's first frame (None on a resume)."""
@@ -62,24 +131,29 @@ async def _frames(
     metrics.open_streams.inc()
     try:
         if opening is not None:
-            yield ServerSentEvent(id=f"{stream.stream_id}.0", retry=opening)
+            yield f"id: {stream.stream_id}.0\r\nretry: {opening}\r\n\r\n".encode()
         seq = after
         quiet_since = anyio.current_time()
         while True:
             wait = ping_interval - (anyio.current_time() - quiet_since)
             if wait <= 0:
-                yield ServerSentEvent(comment="ping")
+                yield _PING
                 quiet_since = anyio.current_time()
                 continue
+            batch: list[str] = []
             for record in await stream.events_after(seq, wait):
                 if record.seq <= seq:
                     continue
                 seq = record.seq
-                yield _event(stream.stream_id, record)
-                quiet_since = anyio.current_time()
+                batch.append(_frame(stream.stream_id, record))
                 if record.terminal:
                     outcome = "close" if record.name == "close" else str(record.status)
-                    return
+                    break
+            if batch:
+                yield "".join(batch).encode()
+                quiet_since = anyio.current_time()
+            if outcome != "disconnected":
+                return
     finally:
         stream.release()
         metrics.open_streams.dec()
@@ -98,7 +172,7 @@ def event_source_response(
     metrics: Metrics,
     endpoint: str,
     headers: Mapping[str, str] | None = None,
-) -> EventSourceResponse:
+) -> EventStreamResponse:
     """A new stream: its generation starts in ``streams`` when the response starts."""
     frames = _frames(
         lambda: streams.start(events),
@@ -108,12 +182,7 @@ def event_source_response(
         metrics=metrics,
         endpoint=endpoint,
     )
-    return EventSourceResponse(
-        frames,
-        ping=0,  # keep-alive comes from _frames(), see the module docstring
-        send_timeout=send_timeout,
-        headers=headers,
-    )
+    return EventStreamResponse(frames, send_timeout=send_timeout, headers=headers)
 
 
 async def resume_response(
@@ -143,4 +212,4 @@ async def resume_response(
         metrics=metrics,
         endpoint=endpoint,
     )
-    return EventSourceResponse(frames, ping=0, send_timeout=send_timeout, headers=headers)
+    return EventStreamResponse(frames, send_timeout=send_timeout, headers=headers)

@@ -85,3 +85,37 @@ async def test_post_caller_that_gives_up_stops_the_generation(
     assert scripted.stats["disconnects"][-1]["disconnect_at"] - gave_up_at < 1.0
     scripted.set_scenario("ok")
     assert (await client.post(BASE, json=PARAMS)).status_code == 200  # and still serving
+
+
+async def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(
+    upstream: ScriptedUpstreamThread, store_path: str, scripted: ScriptedUpstreamThread
+) -> None:
+    """The socket stays open but nobody reads: once the buffers are full and one write has
+    waited SSE_SEND_TIMEOUT, the stream is dropped and its generation stopped."""
+    import socket
+    from urllib.parse import urlencode
+
+    from tests.support.gateway import GatewayProcess
+
+    # About 8 MB of display text: more than the loopback socket buffers hold.
+    pieces = ['{"recommend": "', *(["가나다라마바사아자차" * 10] * 20_000), '"}']
+    scripted.set_scenario("ok", pieces=pieces, token_delay=0.0005)
+    env = {"LLM_BASE_URL": upstream.base_url, "QDRANT_PATH": store_path, "SSE_SEND_TIMEOUT": "1"}
+    with GatewayProcess(env) as gateway:
+        sock = socket.create_connection(("127.0.0.1", gateway.port))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            query = urlencode(PARAMS)
+            sock.sendall(f"GET {BASE}?{query} HTTP/1.1\r\nhost: x\r\n\r\n".encode())
+            async with httpx.AsyncClient(base_url=gateway.url) as client:
+                with anyio.fail_after(15):
+                    while not scripted.stats["streams_aborted_by_client"]:
+                        await anyio.sleep(0.05)
+                    while (await gateway_gauges(client))["gateway_open_streams"]:
+                        await anyio.sleep(0.05)
+                # Still serving, and the silent socket was never read.
+                scripted.set_scenario("ok")
+                assert (await client.post(BASE, json=PARAMS)).status_code == 200
+        finally:
+            sock.close()
+    assert "stopped reading" in gateway.log_text()

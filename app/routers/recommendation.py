@@ -12,7 +12,6 @@ import anyio
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
-from sse_starlette import EventSourceResponse
 
 from app.chat.events import (
     MESSAGE_DONE,
@@ -30,7 +29,7 @@ from app.deps import LimitsDep, MetricsDep, ServiceDep, SettingsDep, StreamsDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.logs import current_request_id
 from app.metrics import Metrics
-from app.sse import event_source_response, resume_response
+from app.sse import EventStreamResponse, event_source_response, resume_response
 
 __all__ = ["router"]
 
@@ -206,7 +205,7 @@ def _sse(
     settings: Settings,
     metrics: Metrics,
     endpoint: str,
-) -> EventSourceResponse:
+) -> EventStreamResponse:
     return event_source_response(
         events,
         streams=streams,
@@ -239,7 +238,7 @@ async def _resume(
 @router.get(
     "/base-info",
     summary="Recommend challenges for a base-info selection (SSE)",
-    response_class=EventSourceResponse,
+    response_class=EventStreamResponse,
     responses=_SSE_DOC,
 )
 async def base_info_stream(
@@ -266,7 +265,7 @@ async def base_info_stream(
 @router.get(
     "/free-text",
     summary="Answer a free-text message with retrieval (SSE)",
-    response_class=EventSourceResponse,
+    response_class=EventStreamResponse,
     responses=_SSE_DOC,
 )
 async def free_text_stream(
