@@ -1,4 +1,7 @@
-"""Typed accessors for what the lifespan built (``request.state``), for ``Depends``."""
+"""Typed accessors for what the lifespan built (``request.state``), for ``Depends``.
+
+``async def`` on purpose: FastAPI runs a plain ``def`` dependency in a worker thread, a
+thread hop per dependency per request for a one-line attribute read."""
 
 from __future__ import annotations
 
@@ -25,37 +28,37 @@ __all__ = [
 ]
 
 
-def _service(request: Request) -> RecommendationService:
+async def _service(request: Request) -> RecommendationService:
     service: RecommendationService = request.state.service
     return service
 
 
-def _streams(request: Request) -> StreamHub:
+async def _streams(request: Request) -> StreamHub:
     streams: StreamHub = request.state.streams
     return streams
 
 
-def _settings(request: Request) -> Settings:
+async def _settings(request: Request) -> Settings:
     settings: Settings = request.state.settings
     return settings
 
 
-def _metrics(request: Request) -> Metrics:
+async def _metrics(request: Request) -> Metrics:
     metrics: Metrics = request.state.metrics
     return metrics
 
 
-def _limits(request: Request) -> Limits:
+async def _limits(request: Request) -> Limits:
     limits: Limits = request.state.limits
     return limits
 
 
-def _llm(request: Request) -> LLMClient:
+async def _llm(request: Request) -> LLMClient:
     llm: LLMClient = request.state.llm
     return llm
 
 
-def _retriever(request: Request) -> Retriever:
+async def _retriever(request: Request) -> Retriever:
     retriever: Retriever = request.state.retriever
     return retriever
 

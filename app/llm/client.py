@@ -59,7 +59,8 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
         ),
         limits=httpx.Limits(
             max_connections=settings.llm_max_connections,
-            max_keepalive_connections=min(64, settings.llm_max_connections),
+            # Keep them all: under steady load a closed one is a new TCP connection per request.
+            max_keepalive_connections=settings.llm_max_connections,
         ),
     )
 

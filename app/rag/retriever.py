@@ -102,4 +102,6 @@ class HybridRetriever:
         ]
 
     async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
+        if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
+            return []
         return await anyio.to_thread.run_sync(lambda: self.search(query, k=k, category=category))

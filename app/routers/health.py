@@ -71,7 +71,7 @@ def _word(ok: bool) -> str:
     return "ok" if ok else "unavailable"
 
 
-def _readiness(request: Request) -> Readiness:
+async def _readiness(request: Request) -> Readiness:
     readiness: Readiness = request.state.readiness
     return readiness
 
