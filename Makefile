@@ -29,10 +29,28 @@ test: ## install everything the tests need, lint, and run the whole suite (READM
 run: ## start vLLM (unless LLM_BASE_URL is set) and the gateway (README command 1)
 	scripts/run.sh
 
-bench: install ## run the benchmarks under bench/
+ECO_CACHE_DIR ?= $(HOME)/.cache/eco-gateway
+BENCH_EXTRAS := $(ECO_CACHE_DIR)/bench-extras
+SOAK_MINUTES ?= 3
+
+bench: install ## run every benchmark under bench/ (about 35 min; bench/README.md)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	test -d $(BENCH_EXTRAS)/uvloop -a -d $(BENCH_EXTRAS)/httptools || \
+		$(VENV)/bin/pip install --quiet --disable-pip-version-check \
+		--target $(BENCH_EXTRAS) uvloop==0.23.0 httptools==0.9.0
+	scripts/install_litellm.sh
+	scripts/install_vllm.sh
 	$(PY) bench/scrubber_bench.py
 	$(PY) bench/disconnect_bench.py --trials 1000
 	$(PY) bench/retrieval_bench.py
+	$(PY) bench/overhead_bench.py
+	$(PY) bench/scaling_bench.py --compare-flags
+	$(PY) bench/profile_gateway.py
+	$(PY) bench/memory_bench.py
+	$(PY) bench/overload_bench.py
+	$(PY) bench/soak_bench.py --minutes $(SOAK_MINUTES)
+	$(PY) bench/vllm_bench.py
+	$(PY) bench/disconnect_bench.py --vllm --trials 500
 
 clean: ## remove caches (keeps the venvs)
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -67,8 +67,5 @@ def envelope_json(status: int, message: str, data: Any) -> str:
         # Every ``challenge`` event takes this path, so it skips json.dumps' dict machinery
         # (about 3 µs a chunk, bench/README.md "Profile"); the text is escaped by the very
         # function json.dumps uses with ensure_ascii=False, so the output is the same.
-        return (
-            f'{{"status":{status},"message":{_encode_str(message)},'
-            f'"data":{_encode_str(data)}}}'
-        )
+        return f'{{"status":{status},"message":{_encode_str(message)},"data":{_encode_str(data)}}}'
     return json.dumps(envelope(status, message, data), ensure_ascii=False, separators=(",", ":"))

@@ -101,6 +101,9 @@ class RecommendationService:
         if place is None or work is None or chosen is None:
             yield Failed(InvalidValue(invalid, f"invalid {invalid}"))
             return
+        if (busy := self._at_capacity()) is not None:
+            yield busy
+            return
 
         hits = await self._retrieve(f"{chosen.label} {place} {work}", chosen)
         await self._sessions.record(
@@ -131,6 +134,9 @@ class RecommendationService:
                     message=f"메시지는 {limit}자 이내로 입력해 주세요.",
                 )
             )
+            return
+        if (busy := self._at_capacity()) is not None:
+            yield busy
             return
 
         intent = classify(text)
@@ -177,6 +183,14 @@ class RecommendationService:
                 return []
 
     # ------------------------------------------------------------------ generation
+    def _at_capacity(self) -> Failed | None:
+        """The refusal past MAX_CONCURRENT_GENERATIONS, checked before retrieval too, so a
+        refusal costs no embedding. Refuse at once rather than queue: open streams keep their
+        speed, and the client (EventSource or relay) gets a retry hint, not a silent wait."""
+        if self._generating < self._settings.max_concurrent_generations:
+            return None
+        return Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
+
     async def _generate(
         self,
         session_id: str,
@@ -186,10 +200,8 @@ class RecommendationService:
         request_id: str | None,
         started: float,
     ) -> AsyncIterator[StreamEvent]:
-        if self._generating >= self._settings.max_concurrent_generations:
-            # Refuse at once rather than queue: open streams keep their speed, and the client
-            # (EventSource or relay) gets a retry hint instead of a silent wait.
-            yield Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
+        if (busy := self._at_capacity()) is not None:  # again: retrieval took a while
+            yield busy
             return
         with self._session_slots.hold(session_id) as refusal:
             if refusal is not None:
