@@ -239,6 +239,7 @@ async def _resume(
     "/base-info",
     summary="Recommend challenges for a base-info selection (SSE)",
     response_class=EventStreamResponse,
+    status_code=200,
     responses=_SSE_DOC,
 )
 async def base_info_stream(
@@ -266,6 +267,7 @@ async def base_info_stream(
     "/free-text",
     summary="Answer a free-text message with retrieval (SSE)",
     response_class=EventStreamResponse,
+    status_code=200,
     responses=_SSE_DOC,
 )
 async def free_text_stream(
