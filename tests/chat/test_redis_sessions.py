@@ -8,10 +8,6 @@ redis-server comes from Debian (scripts/install_redis.sh); without it these test
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -27,6 +23,7 @@ from app.chat.categories import Category
 from app.chat.redis_sessions import RedisSessionStore
 from app.chat.sessions import InMemorySessionStore, SessionStore, Turn
 from tests.support.gateway import GatewayProcess
+from tests.support.redis_server import redis_server
 from tests.support.sse import read_stream
 from tests.support.store import store_copy
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
@@ -36,77 +33,10 @@ pytestmark = pytest.mark.anyio
 MakeStore = Callable[..., Awaitable[SessionStore]]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pings(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail(
-            "redis-server is not on PATH: run scripts/install_redis.sh (Debian's redis-server)",
-            pytrace=False,
-        )
-    workdir = tmp_path_factory.mktemp("redis")
-    log = workdir / "redis.log"
-    for _attempt in range(3):  # another process may take the free port before redis binds it
-        port = _free_port()
-        proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-                "--logfile",
-                str(log),
-                "--daemonize",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while proc.poll() is None and time.monotonic() < deadline and not _pings(port):
-            time.sleep(0.05)
-        if proc.poll() is None and _pings(port):
-            break
-        _stop(proc)
-    else:
-        text = log.read_text(errors="replace") if log.exists() else "(no log)"
-        pytest.fail(f"redis-server did not answer PING:\n{text}", pytrace=False)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        _stop(proc)
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 class _Stores:

@@ -1,7 +1,7 @@
 """A throwaway redis-server on a free loopback port (Debian's binary: scripts/install_redis.sh).
 
-Same recipe as the fixture of tests/chat/test_redis_sessions.py: no persistence, its own
-working folder, retried when another process takes the port first.
+No persistence, its own working folder, retried when another process takes the free port
+before redis binds it. Used by every test that needs Redis.
 """
 
 from __future__ import annotations
