@@ -19,34 +19,18 @@ LITELLM_PYTHON="${LITELLM_PYTHON:-python3}"
 LITELLM_VERSION="${LITELLM_VERSION:-1.102.4}"
 MARKER="$LITELLM_VENV/.eco-gateway-litellm-installed"
 
-log() { printf '[install_litellm] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-force=0
-for arg in "$@"; do
-    case "$arg" in
-        --force) force=1 ;;
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) die "unknown argument: $arg (try --help)" ;;
-    esac
-done
+NAME=install_litellm
+# shellcheck source=scripts/venv_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/venv_cache.sh"
+parse_args "$@"
 
 py_version="$("$LITELLM_PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" \
     || die "cannot run $LITELLM_PYTHON (set LITELLM_PYTHON to a python >= 3.9)"
 wanted="python=$py_version litellm[proxy]==$LITELLM_VERSION"
 
-mkdir -p "$(dirname "$LITELLM_VENV")"
-exec 9>"$LITELLM_VENV.lock"
-if ! flock -n 9; then
-    log "another install into $LITELLM_VENV is running; waiting for it..."
-    flock 9
-fi
+lock_venv "$LITELLM_VENV"
 
-if [[ $force -eq 0 && -f "$MARKER" && "$(cat "$MARKER")" == "$wanted" ]]; then
-    log "LiteLLM venv is ready: $LITELLM_VENV ($wanted)"
-    echo "$LITELLM_VENV"
-    exit 0
-fi
+venv_ready "$LITELLM_VENV" "$MARKER" "$wanted" LiteLLM
 
 if [[ -e "$LITELLM_VENV" ]]; then
     log "venv missing its marker or holding another version: rebuilding it"

