@@ -27,7 +27,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 
 import anyio
-from sse_starlette import ServerSentEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -35,7 +34,7 @@ from app.chat.events import StreamEvent
 from app.chat.streams import LoggedEvent, StreamHub, StreamSource, parse_event_id
 from app.metrics import Metrics
 
-__all__ = ["EventStreamResponse", "event_source_response", "resume_response", "to_sse"]
+__all__ = ["EventStreamResponse", "event_source_response", "resume_response"]
 
 log = logging.getLogger(__name__)
 
@@ -105,12 +104,6 @@ async def _watch_client(receive: Receive, scope: anyio.CancelScope) -> None:
 def _frame(stream_id: str, record: LoggedEvent) -> str:
     # ``data`` is one line: the envelope is JSON, whose strings escape CR and LF.
     return f"id: {stream_id}.{record.seq}\r\nevent: {record.name}\r\ndata: {record.data}\r\n\r\n"
-
-
-def to_sse(event: StreamEvent, event_id: int | str) -> ServerSentEvent:
-    """One pipeline event as a server-sent event with the given id."""
-    record = LoggedEvent.of(0, event)
-    return ServerSentEvent(data=record.data, event=record.name, id=str(event_id))
 
 
 async def _frames(

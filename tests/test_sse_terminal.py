@@ -21,10 +21,10 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from app.chat.events import Delta, Done, StreamEvent
-from app.chat.streams import open_stream_hub
+from app.chat.streams import LoggedEvent, open_stream_hub
 from app.config import Settings
 from app.metrics import Metrics
-from app.sse import event_source_response, to_sse
+from app.sse import event_source_response
 from tests.support.sse import assert_well_formed, read_stream
 from tests.support.threaded_server import serve_in_thread
 
@@ -55,7 +55,8 @@ async def _naive(request: object) -> EventSourceResponse:
         event_id = 0
         async for event in _pipeline():
             event_id += 1
-            yield to_sse(event, event_id)
+            record = LoggedEvent.of(event_id, event)
+            yield ServerSentEvent(data=record.data, event=record.name, id=str(event_id))
 
     return EventSourceResponse(frames(), ping=PING)
 
