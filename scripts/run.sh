@@ -28,17 +28,18 @@ stop_vllm() {
     fi
 }
 gateway_pid=""
-# SIGTERM (a supervisor stopping us): pass it to the gateway and let it drain, then stop vLLM.
+# SIGTERM (a supervisor stopping us) or SIGINT (Ctrl-C, or kill -INT on this script alone):
+# pass it on as SIGTERM to the gateway and let it drain, then stop vLLM (the EXIT trap).
 drain_gateway() {
     if [[ -n "$gateway_pid" ]]; then
         kill -TERM "$gateway_pid" 2>/dev/null || true
         wait "$gateway_pid" || true
     fi
-    exit 143
+    exit "$1"
 }
 trap stop_vllm EXIT
-trap 'exit 130' INT
-trap drain_gateway TERM
+trap 'drain_gateway 130' INT
+trap 'drain_gateway 143' TERM
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
     step "vLLM on port ${PORT:-8800} (first run installs it: a few minutes)"
