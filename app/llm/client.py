@@ -33,6 +33,7 @@ import httpx
 from app.config import Settings
 from app.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
 from app.llm.schema import ANSWER_JSON_SCHEMA
+from app.llm.transport import StreamingTransport
 from app.llm.upstreams import Upstream, UpstreamPool
 from app.metrics import Metrics
 
@@ -42,13 +43,36 @@ log = logging.getLogger(__name__)
 
 ChatMessage = dict[str, str]
 
+KEEPALIVE_EXPIRY = 4.0  # seconds an idle upstream connection is kept
+
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
     """The one pooled client of the process (owned by the lifespan), shared by all replicas:
-    requests use absolute URLs (``Upstream.url``), and the limits are for all of them."""
-    headers = {"accept": "text/event-stream"}
+    requests use absolute URLs (``Upstream.url``), and the limits are for all of them.
+
+    ``http://`` upstreams go through :class:`StreamingTransport` (``LLM_TRANSPORT=lean``, the
+    default; ``app/llm/transport.py`` says why), ``https://`` ones and ``LLM_TRANSPORT=httpx``
+    through httpx's own transport. Neither uses the HTTP(S)_PROXY variables.
+    """
+    headers = {"accept": "text/event-stream", "accept-encoding": "identity"}
     if settings.llm_api_key is not None:
         headers["authorization"] = f"Bearer {settings.llm_api_key.get_secret_value()}"
+    limits = httpx.Limits(
+        max_connections=settings.llm_max_connections,
+        # Keep them all: under steady load a closed one is a new TCP connection per request.
+        max_keepalive_connections=settings.llm_max_connections,
+        # Below uvicorn's (vLLM's server) 5 s, so the server does not close one as it is reused.
+        keepalive_expiry=KEEPALIVE_EXPIRY,
+    )
+    standard = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+    lean = settings.llm_transport == "lean"
+    plain: httpx.AsyncBaseTransport = (
+        StreamingTransport(
+            max_connections=settings.llm_max_connections, keepalive_expiry=KEEPALIVE_EXPIRY
+        )
+        if lean
+        else standard
+    )
     return httpx.AsyncClient(
         headers=headers,
         timeout=httpx.Timeout(
@@ -57,34 +81,48 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
             write=settings.llm_connect_timeout,
             pool=settings.llm_pool_timeout,
         ),
-        limits=httpx.Limits(
-            max_connections=settings.llm_max_connections,
-            # Keep them all: under steady load a closed one is a new TCP connection per request.
-            max_keepalive_connections=settings.llm_max_connections,
-        ),
+        transport=plain,
+        mounts={"https://": standard} if lean else None,
+        trust_env=False,
     )
 
 
-async def iter_sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The ``data`` of each server-sent event, per the SSE rules (multi-line data joined)."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data.clear()
-            continue
-        if line.startswith(":"):
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-        # Other fields (event, id, retry) carry nothing we use.
+async def iter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The ``data`` of each server-sent event, per the SSE rules (lines end in CRLF, LF or CR;
+    multi-line data joined by LF; comments and other fields skipped), from the body's bytes.
+
+    Bytes, not text: ``json.loads`` reads UTF-8 bytes itself, and the byte-level split is
+    cheaper than httpx's text and line decoders stacked on the stream."""
+    rest = b""
+    data: list[bytes] = []
+    async for chunk in chunks:
+        if rest:
+            chunk = rest + chunk
+        lines = chunk.splitlines(keepends=True)
+        # An unfinished last line waits for more; so does one ending in CR (an LF may follow).
+        rest = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
+        for line in lines:
+            line = line.rstrip(b"\r\n")
+            if not line:
+                if data:
+                    yield data[0] if len(data) == 1 else b"\n".join(data)
+                    data.clear()
+                continue
+            if line.startswith(b"data:"):
+                value = line[5:]
+                data.append(value[1:] if value.startswith(b" ") else value)
+            elif line == b"data":
+                data.append(b"")
+            # Comments (":") and other fields (event, id, retry) carry nothing we use.
+    for line in rest.splitlines():
+        if line.startswith(b"data:"):
+            value = line[5:]
+            data.append(value[1:] if value.startswith(b" ") else value)
     if data:
-        yield "\n".join(data)
+        yield b"\n".join(data)
 
 
-def _content_of(event: str) -> str | None:
+def _content_of(event: bytes) -> str | None:
     """The text delta of one upstream event; raises UpstreamFailed on anything malformed."""
     try:
         chunk = json.loads(event)
@@ -185,10 +223,13 @@ class LLMClient:
         upstream, response = await self._open(payload, headers)
         done = False
         try:
-            async for event in iter_sse_data(response.aiter_lines()):
+            # Identity is asked for; a proxy that compresses anyway gets decoded.
+            identity = "content-encoding" not in response.headers
+            body = response.aiter_raw() if identity else response.aiter_bytes()
+            async for event in iter_sse_data(body):
                 if done:
                     continue  # read to the end so the connection goes back to the pool
-                if event.strip() == "[DONE]":
+                if event.strip() == b"[DONE]":
                     done = True
                     continue
                 try:
@@ -299,7 +340,7 @@ def _kind_of(exc: BaseException) -> str:
     return "malformed"  # a model list we cannot read
 
 
-def _event_error_kind(event: str) -> str:
+def _event_error_kind(event: bytes) -> str:
     """``inband`` for an ``{"error": ...}`` event, else ``malformed`` (error path only)."""
     try:
         chunk = json.loads(event)
