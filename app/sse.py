@@ -23,6 +23,7 @@ connection before the first token reconnects with that id instead of starting ov
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import aclosing
 
@@ -52,11 +53,14 @@ class EventStreamResponse(Response):
         *,
         send_timeout: float,
         headers: Mapping[str, str] | None = None,
+        prime: bool = False,
     ) -> None:
+        """``prime``: ``frames`` yields an opening frame at once (a new stream, not a resume)."""
         self.status_code = 200
         self.background = None
         self._frames = frames
         self._send_timeout = send_timeout
+        self._prime = prime
         self._sending_since: float | None = None
         self.init_headers(
             {
@@ -68,20 +72,28 @@ class EventStreamResponse(Response):
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-        async with anyio.create_task_group() as group:
-            group.start_soon(_watch_client, receive, group.cancel_scope)
-            group.start_soon(self._watch_send, group.cancel_scope)
-            try:
-                async with aclosing(self._frames):  # type: ignore[type-var]
+        async with aclosing(self._frames):  # type: ignore[type-var]
+            # A new stream's opening frame is ready at once, and taking it starts the
+            # generation, which then runs while the headers go out (not after them).
+            first = await anext(self._frames) if self._prime else None
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            async with anyio.create_task_group() as group:
+                group.start_soon(_watch_client, receive, group.cancel_scope)
+                group.start_soon(self._watch_send, group.cancel_scope)
+                try:
+                    if first is not None:
+                        await self._send(send, first)
                     async for chunk in self._frames:
-                        self._sending_since = anyio.current_time()
-                        await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                        self._sending_since = None
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except OSError:  # ASGI 2.4 servers may raise on a send to a closed connection
-                pass
-            group.cancel_scope.cancel()
+                        await self._send(send, chunk)
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except OSError:  # ASGI 2.4 servers may raise on a send to a closed connection
+                    pass
+                group.cancel_scope.cancel()
+
+    async def _send(self, send: Send, chunk: bytes) -> None:
+        self._sending_since = time.monotonic()
+        await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        self._sending_since = None
 
     async def _watch_send(self, scope: anyio.CancelScope) -> None:
         """Cancel the response when one write has waited ``send_timeout`` (checked every
@@ -89,7 +101,7 @@ class EventStreamResponse(Response):
         while True:
             await anyio.sleep(self._send_timeout / 2)
             since = self._sending_since
-            if since is not None and anyio.current_time() - since >= self._send_timeout:
+            if since is not None and time.monotonic() - since >= self._send_timeout:
                 log.info("client stopped reading for %.0f s: dropping it", self._send_timeout)
                 scope.cancel()
                 return
@@ -126,12 +138,12 @@ async def _frames(
         if opening is not None:
             yield f"id: {stream.stream_id}.0\r\nretry: {opening}\r\n\r\n".encode()
         seq = after
-        quiet_since = anyio.current_time()
+        quiet_since = time.monotonic()
         while True:
-            wait = ping_interval - (anyio.current_time() - quiet_since)
+            wait = ping_interval - (time.monotonic() - quiet_since)
             if wait <= 0:
                 yield _PING
-                quiet_since = anyio.current_time()
+                quiet_since = time.monotonic()
                 continue
             batch: list[str] = []
             for record in await stream.events_after(seq, wait):
@@ -144,7 +156,7 @@ async def _frames(
                     break
             if batch:
                 yield "".join(batch).encode()
-                quiet_since = anyio.current_time()
+                quiet_since = time.monotonic()
             if outcome != "disconnected":
                 return
     finally:
@@ -175,7 +187,7 @@ def event_source_response(
         metrics=metrics,
         endpoint=endpoint,
     )
-    return EventStreamResponse(frames, send_timeout=send_timeout, headers=headers)
+    return EventStreamResponse(frames, send_timeout=send_timeout, headers=headers, prime=True)
 
 
 async def resume_response(

@@ -177,7 +177,7 @@ class _Stream:
         self.detach_epoch = 0
         self.scope: anyio.CancelScope | None = None
         self.stop_reason: GatewayError | None = None
-        self._changed: anyio.Event | None = None  # made by a reader that waits, set by append
+        self._waiters: list[asyncio.Future[None]] = []  # readers waiting for the next event
 
     @property
     def ended(self) -> bool:
@@ -190,9 +190,10 @@ class _Stream:
         self.events.append(record)
         if record.terminal:
             self.ended_at = time.monotonic()
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+        if self._waiters:
+            for waiter in self._waiters:
+                _wake(waiter)
+            self._waiters.clear()
         return record
 
     def stop(self, reason: GatewayError) -> None:
@@ -205,11 +206,24 @@ class _Stream:
 
     async def events_after(self, seq: int, wait: float) -> list[LoggedEvent]:
         if seq >= len(self.events) and not self.ended:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            with anyio.move_on_after(wait):
-                await self._changed.wait()
+            # A future and a timer, not an anyio Event in a cancel scope: this runs once per
+            # event per reader, and the scope was most of its cost (bench/README.md "Profile").
+            loop = asyncio.get_running_loop()
+            waiter = loop.create_future()
+            self._waiters.append(waiter)
+            timer = loop.call_later(wait, _wake, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                if waiter in self._waiters:  # timed out or cancelled: not woken by append
+                    self._waiters.remove(waiter)
         return self.events[seq:]
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class _LocalSource:
