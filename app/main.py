@@ -23,6 +23,7 @@ from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
 from app.chat.streams import open_stream_hub
 from app.config import Settings, get_settings
+from app.deps import ChatContext
 from app.errors import BadInput, InternalFailure
 from app.limits import Limits
 from app.llm.client import LLMClient, build_http_client
@@ -73,6 +74,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # under load, bench/README.md "Profile").
             gc.collect()
             gc.freeze()
+            limits = Limits(settings)
             yield {
                 "settings": settings,
                 "http": http,
@@ -82,8 +84,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "service": service,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
-                "limits": Limits(settings),
+                "limits": limits,
                 "streams": streams,
+                "chat": ChatContext(service, limits, settings, metrics, streams),
             }
 
     app = FastAPI(

@@ -23,9 +23,7 @@ from app.chat.events import (
     envelope,
 )
 from app.chat.sessions import new_session_id
-from app.chat.streams import StreamHub
-from app.config import Settings
-from app.deps import LimitsDep, MetricsDep, ServiceDep, SettingsDep, StreamsDep
+from app.deps import ChatContext, ChatDep
 from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.logs import current_request_id
 from app.metrics import Metrics
@@ -172,19 +170,19 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
 
 
 def _start(
-    request: Request, service: ServiceDep, limits: LimitsDep, body: BaseInfoBody | FreeTextBody
+    request: Request, chat: ChatContext, body: BaseInfoBody | FreeTextBody
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str]]:
     """The pipeline's events for ``body``, and the headers that name its session and request."""
     request_id = current_request_id()
     session_id, problem = _session(body.sessionId)
     if problem is None:
-        refusal = limits.admit(request)
+        refusal = chat.limits.admit(request)
         problem = None if refusal is None else Failed(refusal)
     events: AsyncIterator[StreamEvent]
     if problem is not None:
         events = _only(problem)
     elif isinstance(body, BaseInfoBody):
-        events = service.base_info(
+        events = chat.service.base_info(
             session_id=session_id,
             location=body.location,
             work_type=body.workType,
@@ -192,45 +190,39 @@ def _start(
             request_id=request_id,
         )
     else:
-        events = service.free_text(
+        events = chat.service.free_text(
             session_id=session_id, message=body.message, request_id=request_id
         )
     return events, {"x-session-id": session_id, "x-request-id": request_id}
 
 
 def _sse(
-    events: AsyncIterator[StreamEvent],
-    headers: dict[str, str],
-    streams: StreamHub,
-    settings: Settings,
-    metrics: Metrics,
-    endpoint: str,
+    events: AsyncIterator[StreamEvent], headers: dict[str, str], chat: ChatContext, endpoint: str
 ) -> EventStreamResponse:
+    settings = chat.settings
     return event_source_response(
         events,
-        streams=streams,
+        streams=chat.streams,
         ping_interval=settings.sse_ping_interval,
         send_timeout=settings.sse_send_timeout,
         retry_ms=settings.sse_retry_ms,
-        metrics=metrics,
+        metrics=chat.metrics,
         endpoint=endpoint,
         headers=headers,
     )
 
 
-async def _resume(
-    request: Request, streams: StreamHub, settings: Settings, metrics: Metrics, endpoint: str
-) -> Response | None:
+async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Response | None:
     """An EventSource reconnecting (``Last-Event-ID``) continues its stream, never a new one."""
     last_event_id = request.headers.get("last-event-id", "").strip()
     if not last_event_id:
         return None
     return await resume_response(
         last_event_id,
-        streams=streams,
-        ping_interval=settings.sse_ping_interval,
-        send_timeout=settings.sse_send_timeout,
-        metrics=metrics,
+        streams=chat.streams,
+        ping_interval=chat.settings.sse_ping_interval,
+        send_timeout=chat.settings.sse_send_timeout,
+        metrics=chat.metrics,
         endpoint=endpoint,
     )
 
@@ -244,23 +236,19 @@ async def _resume(
 )
 async def base_info_stream(
     request: Request,
-    service: ServiceDep,
-    limits: LimitsDep,
-    settings: SettingsDep,
-    metrics: MetricsDep,
-    streams: StreamsDep,
+    chat: ChatDep,
     sessionId: _TEXT_QUERY = None,
     location: _TEXT_QUERY = None,
     workType: _TEXT_QUERY = None,
     category: _TEXT_QUERY = None,
 ) -> Response:
-    if (resumed := await _resume(request, streams, settings, metrics, "base-info")) is not None:
+    if (resumed := await _resume(request, chat, "base-info")) is not None:
         return resumed
     body = BaseInfoBody(
         sessionId=sessionId, location=location, workType=workType, category=category
     )
-    events, headers = _start(request, service, limits, body)
-    return _sse(events, headers, streams, settings, metrics, "base-info")
+    events, headers = _start(request, chat, body)
+    return _sse(events, headers, chat, "base-info")
 
 
 @router.get(
@@ -272,19 +260,15 @@ async def base_info_stream(
 )
 async def free_text_stream(
     request: Request,
-    service: ServiceDep,
-    limits: LimitsDep,
-    settings: SettingsDep,
-    metrics: MetricsDep,
-    streams: StreamsDep,
+    chat: ChatDep,
     sessionId: _TEXT_QUERY = None,
     message: _TEXT_QUERY = None,
 ) -> Response:
-    if (resumed := await _resume(request, streams, settings, metrics, "free-text")) is not None:
+    if (resumed := await _resume(request, chat, "free-text")) is not None:
         return resumed
     body = FreeTextBody(sessionId=sessionId, message=message)
-    events, headers = _start(request, service, limits, body)
-    return _sse(events, headers, streams, settings, metrics, "free-text")
+    events, headers = _start(request, chat, body)
+    return _sse(events, headers, chat, "free-text")
 
 
 @router.post(
@@ -295,13 +279,11 @@ async def free_text_stream(
 )
 async def base_info_json(
     request: Request,
-    service: ServiceDep,
-    limits: LimitsDep,
-    metrics: MetricsDep,
+    chat: ChatDep,
     body: BaseInfoBody,
 ) -> Response:
-    events = _start(request, service, limits, body)
-    return await _as_json(request, metrics, "base-info-json", *events)
+    events = _start(request, chat, body)
+    return await _as_json(request, chat.metrics, "base-info-json", *events)
 
 
 @router.post(
@@ -312,10 +294,8 @@ async def base_info_json(
 )
 async def free_text_json(
     request: Request,
-    service: ServiceDep,
-    limits: LimitsDep,
-    metrics: MetricsDep,
+    chat: ChatDep,
     body: FreeTextBody,
 ) -> Response:
-    events = _start(request, service, limits, body)
-    return await _as_json(request, metrics, "free-text-json", *events)
+    events = _start(request, chat, body)
+    return await _as_json(request, chat.metrics, "free-text-json", *events)
