@@ -22,6 +22,7 @@ connection before the first token reconnects with that id instead of starting ov
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -75,7 +76,10 @@ class EventStreamResponse(Response):
         async with aclosing(self._frames):  # type: ignore[type-var]
             # A new stream's opening frame is ready at once, and taking it starts the
             # generation, which then runs while the headers go out (not after them).
-            first = await anext(self._frames) if self._prime else None
+            first = None
+            if self._prime:
+                first = await anext(self._frames)
+                await asyncio.sleep(0)  # let the generation send its upstream request first
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             async with anyio.create_task_group() as group:
                 group.start_soon(_watch_client, receive, group.cancel_scope)

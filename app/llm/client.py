@@ -89,7 +89,8 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
 
 async def iter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """The ``data`` of each server-sent event, per the SSE rules (lines end in CRLF, LF or CR;
-    multi-line data joined by LF; comments and other fields skipped), from the body's bytes.
+    multi-line data joined by LF; comments and other fields skipped; an unfinished last event
+    dropped), from the body's bytes.
 
     Bytes, not text: ``json.loads`` reads UTF-8 bytes itself, and the byte-level split is
     cheaper than httpx's text and line decoders stacked on the stream."""
@@ -114,12 +115,8 @@ async def iter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
             elif line == b"data":
                 data.append(b"")
             # Comments (":") and other fields (event, id, retry) carry nothing we use.
-    for line in rest.splitlines():
-        if line.startswith(b"data:"):
-            value = line[5:]
-            data.append(value[1:] if value.startswith(b" ") else value)
-    if data:
-        yield b"\n".join(data)
+    # An event without its closing blank line is dropped, as the SSE rules say: a stream cut
+    # there ends before [DONE] ("cut"), not with half a JSON object ("malformed").
 
 
 def _content_of(event: bytes) -> str | None:
@@ -272,7 +269,7 @@ class LLMClient:
             streaming = False
             try:
                 request = self._http.build_request(
-                    "POST", upstream.url("chat/completions"), json=payload, headers=headers
+                    "POST", upstream.chat_url, json=payload, headers=headers
                 )
                 try:
                     response = await self._http.send(request, stream=True)

@@ -32,6 +32,7 @@ Behaviour the gateway relies on:
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -44,6 +45,8 @@ __all__ = ["StreamingTransport"]
 _MAX_HEAD = 64 * 1024  # bytes of status line and headers
 _MAX_SIZE_LINE = 4096  # a chunk-size line with its extensions
 _NO_BODY = frozenset({204, 304})
+_STALE_RETRIES = 2  # reused connections found closed before a new one is opened
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class _Closed(Exception):
@@ -167,24 +170,18 @@ class _Pool:
     def open_connections(self) -> int:
         return self._open
 
-    def idle(self, origin: tuple[str, int]) -> _Connection | None:
-        """A pooled connection to ``origin`` that can take a request now, if any."""
-        stack = self._idle.get(origin)
-        if not stack:
-            return None
-        now = time.monotonic()
-        while stack:
-            conn = stack.pop()
-            conn.on_lost = None
-            if conn.reusable_now and now - conn.idle_since < self._expiry:
-                return conn
-            self._forget(conn)
-        return None
-
-    async def reserve(self, pool_timeout: float | None) -> None:
-        """Count one more open connection, waiting for room (``TimeoutError`` past the timeout)."""
+    async def acquire(
+        self, origin: tuple[str, int], pool_timeout: float | None, *, fresh: bool = False
+    ) -> _Connection | None:
+        """A pooled connection to ``origin``, or None with room counted for a new one
+        (``fresh``: always the latter); ``TimeoutError`` when none frees in time."""
         deadline = None if pool_timeout is None else time.monotonic() + pool_timeout
-        while self._open >= self._max:
+        while True:
+            if not fresh and (conn := self._idle_to(origin)) is not None:
+                return conn
+            if self._open < self._max:
+                self._open += 1
+                return None
             if self._close_one_idle():
                 continue
             left = None if deadline is None else deadline - time.monotonic()
@@ -198,7 +195,19 @@ class _Pool:
                 if waiter.done() and not waiter.cancelled():
                     self._wake_one()  # woken, then cancelled: hand the wake-up on
                 raise
-        self._open += 1
+
+    def _idle_to(self, origin: tuple[str, int]) -> _Connection | None:
+        stack = self._idle.get(origin)
+        if not stack:
+            return None
+        now = time.monotonic()
+        while stack:
+            conn = stack.pop()
+            conn.on_lost = None
+            if conn.reusable_now and now - conn.idle_since < self._expiry:
+                return conn
+            self._forget(conn)
+        return None
 
     def unreserve(self) -> None:
         """A reserved connection that never opened."""
@@ -417,15 +426,10 @@ async def _nothing() -> AsyncIterator[bytes]:
 
 
 def _chunk_size(line: bytes, request: httpx.Request) -> int:
-    digits = line.split(b";", 1)[0].strip()
-    try:
-        if not digits or len(digits) > 16:
-            raise ValueError
-        return int(digits, 16)
-    except ValueError:
-        raise httpx.RemoteProtocolError(
-            f"bad chunk size line {line[:40]!r}", request=request
-        ) from None
+    digits = line.split(b";", 1)[0].rstrip(b" \t")  # chunk extensions are ignored
+    if not _HEX.fullmatch(digits):
+        raise httpx.RemoteProtocolError(f"bad chunk size line {line[:40]!r}", request=request)
+    return int(digits, 16)
 
 
 class StreamingTransport(httpx.AsyncBaseTransport):
@@ -448,32 +452,40 @@ class StreamingTransport(httpx.AsyncBaseTransport):
         timeouts: dict[str, float | None] = request.extensions.get("timeout", {})
         origin = (url.host, url.port or 80)
         head = await _request_bytes(request)
-        conn = self._pool.idle(origin)
-        if conn is not None:
+        fresh = False
+        for attempt in range(_STALE_RETRIES + 1):
+            conn = await self._checkout(origin, request, timeouts, fresh=fresh)
+            reused = conn.idle_since > 0  # it has been in the pool
             try:
-                return await self._exchange(conn, request, head, timeouts, reused=True)
+                return await self._exchange(conn, request, head, timeouts, reused=reused)
             except _StaleConnection:
-                pass  # the server closed it as we reused it: once more on a new one
-        conn = await self._connect(origin, request, timeouts)
-        try:
-            return await self._exchange(conn, request, head, timeouts, reused=False)
-        except _StaleConnection:
-            raise httpx.RemoteProtocolError(
-                "Server disconnected without sending a response.", request=request
-            ) from None
+                # The server closed it as we reused it (keep-alive race): nothing was
+                # generated for this request, so it goes again; the last try on a new one.
+                fresh = attempt == _STALE_RETRIES - 1
+        raise httpx.RemoteProtocolError(
+            "Server disconnected without sending a response.", request=request
+        )
 
     async def aclose(self) -> None:
         self._pool.close_all()
 
-    async def _connect(
-        self, origin: tuple[str, int], request: httpx.Request, timeouts: dict[str, float | None]
+    async def _checkout(
+        self,
+        origin: tuple[str, int],
+        request: httpx.Request,
+        timeouts: dict[str, float | None],
+        *,
+        fresh: bool,
     ) -> _Connection:
+        """A pooled connection, or a new one (``fresh``: always new)."""
         try:
-            await self._pool.reserve(timeouts.get("pool"))
+            pooled = await self._pool.acquire(origin, timeouts.get("pool"), fresh=fresh)
         except TimeoutError:
             raise httpx.PoolTimeout(
                 "no upstream connection free in time", request=request
             ) from None
+        if pooled is not None:
+            return pooled
         loop = asyncio.get_running_loop()
         conn = _Connection(origin)
         try:
@@ -570,15 +582,12 @@ class StreamingTransport(httpx.AsyncBaseTransport):
                 chunked = value.lower().rsplit(b",", 1)[-1].strip() == b"chunked"
                 framed = True
             elif lower == b"content-length" and not framed:
-                try:
-                    length = int(value)
-                    if length < 0:
-                        raise ValueError
-                except ValueError:
+                if not value.isdigit() or len(value) > 18:  # ASCII digits only: no sign, no _
                     self._pool.discard(conn)
                     raise httpx.RemoteProtocolError(
                         f"bad Content-Length {value[:40]!r}", request=request
-                    ) from None
+                    )
+                length = int(value)
             elif lower == b"connection":
                 tokens = {token.strip() for token in value.lower().split(b",")}
                 if b"close" in tokens:

@@ -25,7 +25,7 @@ import contextlib
 import itertools
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import httpx
@@ -46,6 +46,10 @@ class Upstream:
     label: str
     healthy: bool = True  # optimistic until the first check says otherwise
     outstanding: int = 0
+    chat_url: httpx.URL = field(init=False)  # parsed once: httpx parses a str URL per request
+
+    def __post_init__(self) -> None:
+        self.chat_url = httpx.URL(self.url("chat/completions"))
 
     def url(self, path: str) -> str:
         return f"{self.base_url}/{path}"
