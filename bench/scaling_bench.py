@@ -17,7 +17,7 @@ directly to the upstream (no gateway) at the largest step, to show what they cos
 ``--compare-flags`` first runs a few steps under each uvicorn configuration (asyncio + h11,
 uvloop + httptools, uvloop + httptools with 2 workers) and reports them side by side.
 
-    .venv/bin/python bench/scaling_bench.py [--steps 10,100,250,500,1000,1500,2000] [--compare-flags]
+    .venv/bin/python bench/scaling_bench.py [--steps 10,100,250,400,500,750,1000,1500,2000] [--compare-flags]
 Writes bench/results/scaling.json and scaling.png.
 """
 
@@ -38,7 +38,7 @@ CHUNKS = 200  # 10 s answers
 RAMP = 4.0  # seconds over which a step's streams start
 WINDOW = (RAMP + 1.0, RAMP + 5.5)  # all streams open: the measured window
 LIMIT_MS = 50.0
-STEPS = (10, 100, 250, 500, 1000, 1500, 2000)
+STEPS = (10, 100, 250, 400, 500, 750, 1000, 1500, 2000)
 CONFIGS = {
     "asyncio+h11": {"loop": "asyncio", "http": "h11", "workers": 1},
     "uvloop+httptools": {"loop": "uvloop", "http": "httptools", "workers": 1},
