@@ -63,6 +63,7 @@ class EventStreamResponse(Response):
         self._send_timeout = send_timeout
         self._prime = prime
         self._sending_since: float | None = None
+        self._send_check: asyncio.TimerHandle | None = None
         self.init_headers(
             {
                 "cache-control": "no-store",
@@ -81,9 +82,13 @@ class EventStreamResponse(Response):
                 first = await anext(self._frames)
                 await asyncio.sleep(0)  # let the generation send its upstream request first
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async with anyio.create_task_group() as group:
-                group.start_soon(_watch_client, receive, group.cancel_scope)
-                group.start_soon(self._watch_send, group.cancel_scope)
+            # One plain task watches for the client leaving and one timer for a client that
+            # stopped reading; either cancels the scope (not an anyio task group with two
+            # tasks: that was a fifth of the per-request cost, bench/README.md "Profile").
+            loop = asyncio.get_running_loop()
+            with anyio.CancelScope() as cancel:
+                watcher = loop.create_task(_watch_client(receive, cancel))
+                self._arm_send_check(loop, cancel)
                 try:
                     if first is not None:
                         await self._send(send, first)
@@ -92,23 +97,29 @@ class EventStreamResponse(Response):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
                 except OSError:  # ASGI 2.4 servers may raise on a send to a closed connection
                     pass
-                group.cancel_scope.cancel()
+                finally:
+                    watcher.cancel()
+                    if self._send_check is not None:
+                        self._send_check.cancel()
 
     async def _send(self, send: Send, chunk: bytes) -> None:
         self._sending_since = time.monotonic()
         await send({"type": "http.response.body", "body": chunk, "more_body": True})
         self._sending_since = None
 
-    async def _watch_send(self, scope: anyio.CancelScope) -> None:
-        """Cancel the response when one write has waited ``send_timeout`` (checked every
-        half of it: one timer per stream, not one per frame)."""
-        while True:
-            await anyio.sleep(self._send_timeout / 2)
-            since = self._sending_since
-            if since is not None and time.monotonic() - since >= self._send_timeout:
-                log.info("client stopped reading for %.0f s: dropping it", self._send_timeout)
-                scope.cancel()
-                return
+    def _arm_send_check(self, loop: asyncio.AbstractEventLoop, cancel: anyio.CancelScope) -> None:
+        """Cancel the response when one write has waited ``send_timeout``, checked every half
+        of it: one timer per stream, not one per frame."""
+        self._send_check = loop.call_later(self._send_timeout / 2, self._check_send, loop, cancel)
+
+    def _check_send(self, loop: asyncio.AbstractEventLoop, cancel: anyio.CancelScope) -> None:
+        since = self._sending_since
+        if since is not None and time.monotonic() - since >= self._send_timeout:
+            log.info("client stopped reading for %.0f s: dropping it", self._send_timeout)
+            self._send_check = None
+            cancel.cancel()
+            return
+        self._arm_send_check(loop, cancel)
 
 
 async def _watch_client(receive: Receive, scope: anyio.CancelScope) -> None:
