@@ -368,6 +368,10 @@ class _Body(httpx.AsyncByteStream):
                 if trailer:  # trailer fields until an empty line
                     eol = data.find(b"\r\n", pos)
                     if eol < 0:
+                        if end - pos > _MAX_HEAD:
+                            raise httpx.RemoteProtocolError(
+                                "trailer line too long", request=self._request
+                            )
                         break
                     line_empty = eol == pos
                     pos = eol + 2

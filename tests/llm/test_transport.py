@@ -396,6 +396,26 @@ async def test_malformed_or_cut_response_raises_remote_protocol_error(response: 
         assert server.accepted == 1
 
 
+@pytest.mark.parametrize(
+    "tail",
+    [b"%x\r\n" % 0 + b"X-Long: " + b"x" * 70_000, b"1" * 5_000],
+    ids=["endless-trailer", "endless-size-line"],
+)
+async def test_endless_framing_line_is_refused_without_waiting(tail: bytes) -> None:
+    """A trailer or chunk-size line that never ends is an error at once, not a buffer that
+    grows until the read timeout."""
+
+    async def endless(peer: Peer) -> None:
+        await peer.request()
+        await peer.send(CHUNKED_HEAD + tail)
+        await peer.until_closed()
+
+    async with RawServer(endless) as server, make_client() as http:
+        with pytest.raises(httpx.RemoteProtocolError):
+            async with asyncio.timeout(3.0):
+                await http.get(server.url, timeout=httpx.Timeout(10.0))
+
+
 async def test_post_json_arrives_as_one_exact_request() -> None:
     payload = {"model": "m", "messages": [{"role": "user", "content": "안녕 🌱"}], "stream": True}
     target = "/v1/chat/completions?x=1&y=a%20b"
