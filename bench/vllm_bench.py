@@ -42,8 +42,8 @@ import harness as h
 
 from app.chat.categories import Category
 from app.config import Settings
+from app.llm.client import chat_payload
 from app.llm.prompts import base_info_messages
-from app.llm.schema import ANSWER_JSON_SCHEMA
 from app.llm.scrubber import AnswerScrubber
 from tests.e2e.vllm_server import (
     SERVED_MODEL_NAME,
@@ -63,28 +63,14 @@ GATEWAY_ENV = {
 
 
 def direct_payload() -> dict[str, Any]:
-    """What the gateway sends for the bench's base-info request (app/llm/client.py _payload)."""
-    s = Settings()
-    return {
-        "model": SERVED_MODEL_NAME,
-        "messages": base_info_messages(
-            location=h.BASE_INFO_QUERY["location"],
-            work_type=h.BASE_INFO_QUERY["workType"],
-            category=Category.PLOGGING,
-            hits=[],
-        ),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "temperature": s.llm_temperature,
-        "top_p": s.llm_top_p,
-        "top_k": s.llm_top_k,
-        "repetition_penalty": s.llm_repetition_penalty,
-        "max_tokens": s.llm_max_tokens,
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {"name": "recommendation", "schema": ANSWER_JSON_SCHEMA},
-        },
-    }
+    """What the gateway sends for the bench's base-info request."""
+    messages = base_info_messages(
+        location=h.BASE_INFO_QUERY["location"],
+        work_type=h.BASE_INFO_QUERY["workType"],
+        category=Category.PLOGGING,
+        hits=[],
+    )
+    return chat_payload(Settings(), SERVED_MODEL_NAME, messages)
 
 
 async def _direct_once(

@@ -37,7 +37,7 @@ from app.llm.transport import StreamingTransport
 from app.llm.upstreams import Upstream, UpstreamPool
 from app.metrics import Metrics
 
-__all__ = ["ChatMessage", "LLMClient", "iter_sse_data"]
+__all__ = ["ChatMessage", "LLMClient", "chat_payload", "iter_sse_data"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,29 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
         mounts={"https://": standard} if lean else None,
         trust_env=False,
     )
+
+
+def chat_payload(settings: Settings, model: str, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+    """The body of one streaming ``POST /chat/completions`` (also what bench/vllm_bench.py
+    sends directly, so both paths ask vLLM for exactly the same work)."""
+    s = settings
+    payload: dict[str, Any] = {
+        "model": model,
+        "messages": list(messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": s.llm_temperature,
+        "top_p": s.llm_top_p,
+        "top_k": s.llm_top_k,
+        "repetition_penalty": s.llm_repetition_penalty,
+        "max_tokens": s.llm_max_tokens,
+    }
+    if s.llm_structured_output:
+        payload["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "recommendation", "schema": ANSWER_JSON_SCHEMA},
+        }
+    return payload
 
 
 async def iter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -190,31 +213,11 @@ class LLMClient:
         if not any(await self._pool.check_all()):
             raise UpstreamFailed("no upstream replica answers GET /models")
 
-    def _payload(self, model: str, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        s = self._settings
-        payload: dict[str, Any] = {
-            "model": model,
-            "messages": list(messages),
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "temperature": s.llm_temperature,
-            "top_p": s.llm_top_p,
-            "top_k": s.llm_top_k,
-            "repetition_penalty": s.llm_repetition_penalty,
-            "max_tokens": s.llm_max_tokens,
-        }
-        if s.llm_structured_output:
-            payload["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "recommendation", "schema": ANSWER_JSON_SCHEMA},
-            }
-        return payload
-
     async def stream_chat(
         self, messages: Sequence[ChatMessage], *, request_id: str | None = None
     ) -> AsyncIterator[str]:
         """Yield the assistant's text as it streams; see the module docstring for failures."""
-        payload = self._payload(await self.model(), messages)
+        payload = chat_payload(self._settings, await self.model(), messages)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
         upstream, response = await self._open(payload, headers)
