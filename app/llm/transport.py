@@ -88,8 +88,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended = True
         self._wake()
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        _resolve(self._drained)
         if self.on_lost is not None:
             self.on_lost(self)
 
@@ -98,13 +97,10 @@ class _Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._paused = False
-        if self._drained is not None and not self._drained.done():
-            self._drained.set_result(None)
+        _resolve(self._drained)
 
     def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        _resolve(self._waiter)
 
     # -- used by the transport
     @property
@@ -119,18 +115,14 @@ class _Connection(asyncio.Protocol):
 
     async def wait(self, limit_s: float | None) -> None:
         """Until more data arrives or the connection ends; ``_Closed`` if it had ended,
-        ``TimeoutError`` after ``limit_s`` seconds (a timer, not a cancel scope: cheap per chunk)."""
+        ``TimeoutError`` after ``limit_s`` seconds."""
         if self.ended:
             raise _Closed
-        loop = asyncio.get_running_loop()
-        waiter = self._waiter = loop.create_future()
-        timer = None if limit_s is None else loop.call_later(limit_s, _expire, waiter)
+        self._waiter = asyncio.get_running_loop().create_future()
         try:
-            await waiter
+            await _within(self._waiter, limit_s)
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
 
     async def write(self, data: bytes, limit_s: float | None) -> None:
         assert self.transport is not None
@@ -139,20 +131,34 @@ class _Connection(asyncio.Protocol):
         self.transport.write(data)
         if not self._paused:
             return
-        loop = asyncio.get_running_loop()
-        drained = self._drained = loop.create_future()
-        timer = None if limit_s is None else loop.call_later(limit_s, _expire, drained)
+        self._drained = asyncio.get_running_loop().create_future()
         try:
-            await drained
+            await _within(self._drained, limit_s)
         finally:
             self._drained = None
-            if timer is not None:
-                timer.cancel()
 
     def close(self) -> None:
         self.ended = True
         if self.transport is not None:
             self.transport.close()
+
+
+def _resolve(future: asyncio.Future[None] | None) -> None:
+    if future is not None and not future.done():
+        future.set_result(None)
+
+
+async def _within(future: asyncio.Future[None], limit_s: float | None) -> None:
+    """Await ``future``; ``TimeoutError`` after ``limit_s`` seconds (a timer, not a cancel
+    scope: this runs once per streamed chunk)."""
+    timer = (
+        None if limit_s is None else asyncio.get_running_loop().call_later(limit_s, _expire, future)
+    )
+    try:
+        await future
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _expire(future: asyncio.Future[None]) -> None:
