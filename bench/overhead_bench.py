@@ -5,7 +5,8 @@ Processes: the fast scripted upstream (``bench/fast_upstream.py``: a fixed token
 content chunk stamped with its send time), the gateway (``uvicorn app.main:app``, retrieval
 off with ``RETRIEVAL_K=0``), LiteLLM's proxy (``scripts/install_litellm.sh``, an
 ``openai/`` passthrough to the same upstream) and the load generator (``bench/loadgen.py``),
-each in its own process. The three paths run one after another, never at the same time.
+each in its own process. The three paths run one after another, never at the same time, and
+each proxy process lives only for its own phases.
 
 Per path and concurrency, client side: time to first token (request start, connect included,
 to the first content chunk), per-chunk delay (arrival - the upstream's send time) and the
@@ -27,6 +28,7 @@ import argparse
 import contextlib
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ INTERVAL = 0.05  # 20 tokens/s per stream (as in scaling_bench.py)
 CHUNKS = 40  # content chunks per answer: 2 s per stream
 STREAMS_PER_WORKER = {1: 20, 10: 6, 100: 3}
 GATEWAY_ENV = {"MAX_CONCURRENT_GENERATIONS": "1000", "LLM_MAX_CONNECTIONS": "1000"}
+PATHS = ("direct", "gateway", "litellm")
 IDLE_SECONDS = 3.0  # before each phase: the proxy's CPU with no traffic, subtracted per chunk
 
 
@@ -51,6 +54,19 @@ def _spec(port: int, path: str, concurrency: int, streams: int) -> dict[str, Any
     else:
         g = h.openai_group(path, **kw)
     return {"port": port, "timeout": 60, "groups": [g]}
+
+
+@contextlib.contextmanager
+def _proxy(path: str, up: h.Proc, args: argparse.Namespace) -> Iterator[h.Proc | None]:
+    """The process that serves ``path`` (none for direct), for that path's phases only."""
+    if path == "gateway":
+        with h.gateway(up.url + "/v1", env=GATEWAY_ENV, loop=args.loop, http=args.http) as gw:
+            yield gw
+    elif path == "litellm":
+        with h.litellm(up.url + "/v1") as ll:
+            yield ll
+    else:
+        yield None
 
 
 def _phase(
@@ -199,34 +215,31 @@ def main() -> None:
         "gateway_flags": {"loop": args.loop, "http": args.http, "workers": 1},
         "gateway_env": {**h.GATEWAY_ENV, **GATEWAY_ENV},
         "note": "upstream, gateway, LiteLLM and the load generator share the same 2 cores; "
-        "paths run one after another",
+        "paths run one after another, each proxy alive only for its own phases",
     }
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     with h.upstream(interval=INTERVAL, chunks=CHUNKS) as up:
-        with contextlib.ExitStack() as stack:
-            gw = stack.enter_context(
-                h.gateway(up.url + "/v1", env=GATEWAY_ENV, loop=args.loop, http=args.http)
-            )
-            ll = stack.enter_context(h.litellm(up.url + "/v1")) if use_litellm else None
-            for c in levels:
-                streams = STREAMS_PER_WORKER.get(c, 4)
-                if args.quick:
-                    streams = max(1, streams // 4)
-                for path, port, proxy in (
-                    ("direct", up.port, None),
-                    ("gateway", gw.port, gw),
-                    ("litellm", ll.port if ll else 0, ll),
-                ):
-                    if proxy is None and path != "direct":
-                        continue
+        # One path at a time, each proxy alive only for its own phases: an idle LiteLLM
+        # beside the gateway took CPU from the gateway's phases (its timers and flushes).
+        for path in PATHS:
+            if path == "litellm" and not use_litellm:
+                continue
+            with _proxy(path, up, args) as proxy:
+                port = proxy.port if proxy else up.port
+                for c in levels:
+                    streams = STREAMS_PER_WORKER.get(c, 4)
+                    if args.quick:
+                        streams = max(1, streams // 4)
                     print(f"  {path}, {c} concurrent...", file=sys.stderr)
                     rows.append(_phase(path, port, proxy, up, c, streams))
-            result["gateway_log_errors"] = [
-                line
-                for line in gw.log_text().splitlines()
-                if "Traceback" in line or "ERROR" in line
-            ][:20]
+                if path == "gateway" and proxy is not None:
+                    result["gateway_log_errors"] = [
+                        line
+                        for line in proxy.log_text().splitlines()
+                        if "Traceback" in line or "ERROR" in line
+                    ][:20]
+    rows.sort(key=lambda r: (r["concurrency"], PATHS.index(r["path"])))
     result["wall_s"] = round(time.monotonic() - started, 1)
     result["loadavg_after"] = h.loadavg()
     _print(rows)
