@@ -80,7 +80,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # until the resume TTL, so under load the young generation filled every few
             # hundred events and each collection pushed them on towards the older ones,
             # whose collections walk every kept log. CPU per chunk at 100 streams: 152 ->
-            # 131 µs (bench/README.md "Gateway overhead").
+            # 131 µs; the scaling limit 400 -> 750 streams (bench/README.md "Profile").
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
             limits = Limits(settings)
             yield {
