@@ -201,6 +201,27 @@ def _fuzz_operation(
     return failures
 
 
+def test_the_sse_routes_document_their_query_and_event_stream() -> None:
+    """The GET routes bypass FastAPI's request handler (``_StreamRoute``), not its schema:
+    schemathesis can only fuzz the parameters the schema names."""
+    from app.config import Settings
+    from app.main import create_app
+
+    schema = create_app(Settings(_env_file=None, llm_model="m")).openapi()
+    fields = {
+        BASE: ["sessionId", "location", "workType", "category"],
+        FREE: ["sessionId", "message"],
+    }
+    for path, names in fields.items():
+        get = schema["paths"][path]["get"]
+        assert [(p["name"], p["in"], p["required"]) for p in get["parameters"]] == [
+            (name, "query", False) for name in names
+        ]
+        assert "text/event-stream" in get["responses"]["200"]["content"]
+        assert "204" in get["responses"]
+        assert "post" in schema["paths"][path]
+
+
 def test_openapi_run_left_the_gateway_serving(gateway: GatewayProcess) -> None:
     _assert_still_serving(gateway, "schemathesis")
 
