@@ -18,7 +18,7 @@ from app.config import Settings
 from app.limits import Limits
 from app.metrics import Metrics
 
-__all__ = ["ChatContext", "ChatDep", "MetricsDep"]
+__all__ = ["ChatContext", "ChatDep", "MetricsDep", "chat_context"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +32,15 @@ class ChatContext:
     streams: StreamHub
 
 
-async def _chat(request: Request) -> ChatContext:
+def chat_context(request: Request) -> ChatContext:
+    """The lifespan's :class:`ChatContext` (also read directly by the SSE routes, which take
+    no dependencies: ``app/routers/recommendation.py``)."""
     chat: ChatContext = request.state.chat
     return chat
+
+
+async def _chat(request: Request) -> ChatContext:
+    return chat_context(request)
 
 
 async def _metrics(request: Request) -> Metrics:

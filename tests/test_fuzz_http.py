@@ -31,6 +31,8 @@ from schemathesis import GenerationMode
 from schemathesis.core.failures import FailureGroup
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
+from app.config import Settings
+from app.main import create_app
 from tests.support.gateway import GatewayProcess
 from tests.support.sse import StreamResult, assert_well_formed, iter_frames
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
@@ -204,9 +206,6 @@ def _fuzz_operation(
 def test_the_sse_routes_document_their_query_and_event_stream() -> None:
     """The GET routes bypass FastAPI's request handler (``_StreamRoute``), not its schema:
     schemathesis can only fuzz the parameters the schema names."""
-    from app.config import Settings
-    from app.main import create_app
-
     schema = create_app(Settings(_env_file=None, llm_model="m")).openapi()
     fields = {
         BASE: ["sessionId", "location", "workType", "category"],

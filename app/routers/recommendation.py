@@ -24,7 +24,7 @@ from app.chat.events import (
     envelope,
 )
 from app.chat.sessions import new_session_id
-from app.deps import ChatContext, ChatDep
+from app.deps import ChatContext, ChatDep, chat_context
 from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.logs import current_request_id
 from app.metrics import Metrics
@@ -39,11 +39,11 @@ _SESSION_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
 
 
 def _text_queries(*names: str) -> dict[str, Any]:
-    """OpenAPI ``parameters`` for the GET routes' optional text fields, which the handlers
-    read from ``request.query_params`` themselves: FastAPI's parameter machinery cost about
-    100 µs per stream start for four optional strings (a third of routing, measured;
-    bench/README.md). Plain strings either way: the pipeline validates, so a GET gets an SSE
-    error event, not a 422 body; a repeated name counts once, its last value (as FastAPI's)."""
+    """OpenAPI ``parameters`` for the GET routes' optional text fields. The routes are
+    ``_StreamRoute``s, so FastAPI never reads their parameters: the handlers read
+    ``request.query_params`` themselves, and this is the only place the schema learns of them.
+    Plain strings: the pipeline validates, so a GET gets an SSE error event, not a 422 body; a
+    repeated name counts once, its last value (as FastAPI's ``Query`` did)."""
     schema = {"anyOf": [{"type": "string"}, {"type": "null"}]}
     return {
         "parameters": [
@@ -286,7 +286,7 @@ async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Respons
     openapi_extra=_text_queries("sessionId", "location", "workType", "category"),
 )
 async def base_info_stream(request: Request) -> Response:
-    chat: ChatContext = request.state.chat
+    chat = chat_context(request)
     if (resumed := await _resume(request, chat, "base-info")) is not None:
         return resumed
     query = request.query_params
@@ -306,7 +306,7 @@ async def base_info_stream(request: Request) -> Response:
     openapi_extra=_text_queries("sessionId", "message"),
 )
 async def free_text_stream(request: Request) -> Response:
-    chat: ChatContext = request.state.chat
+    chat = chat_context(request)
     if (resumed := await _resume(request, chat, "free-text")) is not None:
         return resumed
     query = request.query_params
