@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     llm_repetition_penalty: float = Field(1.05, gt=0)
     llm_max_tokens: int = Field(768, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
+    # With structured output: challenge titles must be retrieved catalogue titles (enum).
+    llm_grounded_titles: bool = False
 
     # --- retrieval ---
     qdrant_url: str | None = None  # a Qdrant server/cluster; None: embedded local mode
@@ -55,7 +57,6 @@ class Settings(BaseSettings):
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)
-    offtopic_min_score: float = Field(0.85, ge=-1, le=1)  # cosine, tuned on bench/data
 
     # --- conversation ---
     max_message_chars: int = Field(200, ge=1)

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.chat.events import envelope
+from app.chat.intent_bank import build_classifier
 from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
 from app.chat.streams import open_stream_hub
@@ -62,8 +64,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             open_stream_hub(settings) as streams,
         ):
             llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
+            intents = await anyio.to_thread.run_sync(build_classifier, retriever.embedder)
             service = RecommendationService(
-                llm=llm, retriever=retriever, sessions=sessions, settings=settings, metrics=metrics
+                llm=llm,
+                retriever=retriever,
+                intents=intents,
+                sessions=sessions,
+                settings=settings,
+                metrics=metrics,
             )
             log.info(
                 "gateway ready: upstream %s, retrieval %s with %s",

@@ -85,6 +85,19 @@ class Metrics:
             buckets=_LATENCY,
             registry=r,
         )
+        self.intents = Counter(
+            "gateway_intents",
+            "free-text messages by what the intent step decided they ask for",
+            ["kind"],
+            registry=r,
+        )
+        self.answers_salvaged = Counter(
+            "gateway_answers_salvaged",
+            "answers ended early and closed with what was complete plus catalogue items, by "
+            "reason: loop (a sentence about to be shown a third time), truncated (max_tokens)",
+            ["reason"],
+            registry=r,
+        )
         # --- upstream (app/llm/) ---
         self.upstream_errors = Counter(
             "gateway_upstream_errors",

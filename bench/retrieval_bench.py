@@ -1,5 +1,6 @@
-"""Retrieval quality and latency: dense, sparse and hybrid over the bundled corpus, the
-off-topic check, and search latency as the collection grows.
+"""Retrieval quality and latency: dense, sparse and hybrid over the bundled corpus, and search
+latency as the collection grows. (The off-topic decision is the intent step's:
+bench/intent_eval.py.)
 
     .venv/bin/python bench/retrieval_bench.py [--scale 2000,20000,100000] [--no-scale]
 Writes bench/results/retrieval.json. Queries: bench/data/queries_ko.jsonl (hand-judged).
@@ -8,8 +9,6 @@ Writes bench/results/retrieval.json. Queries: bench/data/queries_ko.jsonl (hand-
   than 3 count as 3), averaged over on-topic queries; hit@3: at least one in the top 3;
   MRR@10: 1/rank of the first relevant document within 10.
 - latency: query embedding plus search, per query, in the process (the local store).
-- off-topic: the gateway's own rule (app.chat.intent.is_off_topic) at several thresholds of
-  the best hit's cosine similarity; precision and recall of "off-topic".
 - scale: the bundled documents' vectors, perturbed and repeated to N points (real query
   embeddings; synthetic documents, since embedding 100k passages here takes hours), in the
   embedded local store.
@@ -31,7 +30,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.intent import classify, is_off_topic, normalize_message  # noqa: E402
 from app.rag.corpus import load_corpus  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
@@ -42,7 +40,6 @@ from tests.support.store import bundled_store_template, store_copy  # noqa: E402
 QUERIES = ROOT / "bench" / "data" / "queries_ko.jsonl"
 CORPUS = ROOT / "app" / "rag" / "data" / "challenges.jsonl"
 COLLECTION = "challenges"
-THRESHOLDS = (0.80, 0.82, 0.83, 0.84, 0.85, 0.86, 0.88)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -77,29 +74,6 @@ def _quality(retriever: HybridRetriever, queries: list[dict[str, Any]]) -> dict[
         "recall@3_by_kind": {kind: statistics.mean(v) for kind, v in sorted(by_kind.items())},
         "queries": len(recalls),
     }
-
-
-def _offtopic(retriever: HybridRetriever, queries: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = []
-    for query in queries:
-        text = normalize_message(query["query"])
-        best = max((hit.score for hit in retriever.search(text, k=3)), default=0.0)
-        rows.append((classify(text), text, best, not query["relevant_ids"]))
-    table = {}
-    for threshold in THRESHOLDS:
-        tp = fp = fn = 0
-        for intent, text, best, truly_off in rows:
-            said_off = is_off_topic(intent, text, best, threshold)
-            tp += said_off and truly_off
-            fp += said_off and not truly_off
-            fn += (not said_off) and truly_off
-        table[f"{threshold:.2f}"] = {
-            "precision": tp / (tp + fp) if tp + fp else 1.0,
-            "recall": tp / (tp + fn) if tp + fn else 1.0,
-            "false_alarms": fp,
-            "missed": fn,
-        }
-    return table
 
 
 def _scale(embedder: Any, sizes: list[int], queries: list[str]) -> dict[str, Any]:
@@ -160,7 +134,6 @@ def main() -> None:
         retriever = HybridRetriever(store, COLLECTION, embedder, mode=mode)
         retriever.search("워밍업", k=3)
         result["modes"][mode.value] = _quality(retriever, queries)
-    result["offtopic"] = _offtopic(HybridRetriever(store, COLLECTION, embedder), queries)
     store.close()
     if not args.no_scale:
         sample = [q["query"] for q in queries[:40]]
@@ -179,13 +152,6 @@ def main() -> None:
         "\nrecall@3 by query kind (hybrid):",
         json.dumps(result["modes"]["hybrid"]["recall@3_by_kind"]),
     )
-    print("\noff-topic check (app.chat.intent.is_off_topic)")
-    print(f"{'threshold':>9} {'precision':>9} {'recall':>7} {'false alarms':>13} {'missed':>7}")
-    for threshold, row in result["offtopic"].items():
-        print(
-            f"{threshold:>9} {row['precision']:>9.3f} {row['recall']:>7.3f} "
-            f"{row['false_alarms']:>13} {row['missed']:>7}"
-        )
     if "scale" in result:
         print("\nhybrid search in the embedded local store as it grows (query embedding excluded)")
         print(f"{'points':>8} {'p50 ms':>8} {'p95 ms':>8} {'load s':>8}")

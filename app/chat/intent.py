@@ -1,12 +1,28 @@
-"""What a free-text message asks for, decided without the model.
+"""What a free-text message asks for: decided by its meaning, with the session in view.
 
-Order of the checks (first match wins):
-1. "처음 카테고리로" and friends       -> back to the base-info category
-2. "다른 거", "아무거나"                -> another category than the current one
-3. a category named by label, code or a common synonym ("비건 챌린지 알려줘")
-4. nonsense (no Hangul syllable or Latin word, e.g. "ㅁㄴㅇㄹ") -> off-topic
-5. otherwise on-topic; the pipeline may still call it off-topic when it holds no eco word
-   and retrieval finds nothing close (see ``has_eco_vocabulary``).
+    message -> the turn's one embedding (shared with retrieval)
+            -> its nearest labelled examples (``app/chat/data/intent_examples.jsonl``) -> an act
+            -> the act read against the session (current and base category, turns so far)
+            -> an :class:`Intent`
+
+The examples carry one of six acts: ``topic`` (about one category, named or described in other
+words: "우유 대신 두유 마시는 챌린지" is VEGAN), ``ask`` (on topic with no category of its own:
+a follow-up such as "그거 어떻게 시작해?" or a general question), ``another``, ``back``,
+``off_topic`` and ``nonsense``. The session turns the act into the decision: a topic in the
+current category is an ordinary question, not a switch; "back" without a base-info category is
+an ordinary question; inside a conversation a message is refused as off-topic only when the
+examples say so with a clear margin, because refusing a follow-up costs the user more than
+answering a stray question.
+
+Two exact rules run beside the vectors, each where it cannot be wrong: a message with neither
+a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a message that names
+exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
+unless its act is "another" or "back".
+
+The decision is a matrix product over a few hundred example vectors: microseconds on the event
+loop. Embedding the examples is slow, so the vectors for the default embedder ship beside the
+examples (``python -m app.chat.intent_bank`` rebuilds them); any other embedder embeds them
+once at start-up.
 """
 
 from __future__ import annotations
@@ -14,84 +30,69 @@ from __future__ import annotations
 import enum
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from app.chat.categories import Category
+from app.chat.sessions import SessionState
 
 __all__ = [
+    "Act",
+    "Example",
     "Intent",
+    "IntentClassifier",
     "IntentKind",
-    "classify",
-    "has_eco_vocabulary",
-    "is_off_topic",
+    "named_category",
     "normalize_message",
 ]
 
 
 class IntentKind(enum.Enum):
-    ASK = "ask"  # an ordinary question; the category stays (or is inferred)
-    SWITCH = "switch"  # the message names a category
-    ANOTHER = "another"  # "something else"
-    BACK_TO_BASE = "back_to_base"  # "the category I picked first"
+    ASK = "ask"  # an ordinary question; the category stays (or retrieval picks one)
+    SWITCH = "switch"  # another category, named or described
+    ANOTHER = "another"  # "something else": any other category
+    BACK_TO_BASE = "back"  # "the category I picked first"
+    OFF_TOPIC = "off_topic"  # not about eco challenges: the friendly "what I can do" answer
+    NONSENSE = "nonsense"  # keyboard mash: the same friendly answer
+
+
+class Act(enum.Enum):
+    """What one labelled example (or one message, before the session is read) asks for."""
+
+    TOPIC = "topic"
+    ASK = "ask"
+    ANOTHER = "another"
+    BACK = "back"
+    OFF_TOPIC = "off_topic"
     NONSENSE = "nonsense"
 
 
 @dataclass(frozen=True, slots=True)
 class Intent:
     kind: IntentKind
-    category: Category | None = None
+    category: Category | None = None  # the target of a SWITCH
 
 
-_BACK = re.compile(
-    r"처음\s*(카테고리|분야|주제|선택|거|것)|원래\s*(카테고리|분야|주제|거|것)|처음으로"
-)
-_ANOTHER = re.compile(
-    r"다른\s*(거|것|걸|챌린지|카테고리|분야|주제|추천)|아무거나|아무\s*거나|랜덤|딴\s*거"
-)
+@dataclass(frozen=True, slots=True)
+class Example:
+    text: str
+    act: Act
+    category: Category | None = None  # set for TOPIC only
 
-# Synonyms people type, longest first so "제로 웨이스트" wins over shorter words.
-_SYNONYMS: dict[Category, tuple[str, ...]] = {
-    Category.ZERO_WASTE: (
-        "제로웨이스트",
-        "제로 웨이스트",
-        "zero waste",
-        "쓰레기 줄이",
-        "일회용",
-        "다회용",
-    ),
-    Category.PLOGGING: ("플로깅", "줍깅", "plogging", "쓰레기 줍"),
-    Category.CARBON_FOOTPRINT: (
-        "탄소발자국",
-        "탄소 발자국",
-        "carbon footprint",
-        "대중교통",
-        "탄소 배출",
-    ),
-    Category.ENERGY_SAVING: ("에너지 절약", "에너지절약", "에너지", "전기 절약", "절전", "energy"),
-    Category.UPCYCLING: ("업사이클", "업사이클링", "upcycl", "새활용", "리폼"),
-    Category.MEDIA: ("문화 공유", "문화공유", "미디어", "media", "다큐", "환경 책", "문화"),
-    Category.DIGITAL_CARBON: (
-        "디지털 탄소",
-        "디지털탄소",
-        "디지털",
-        "digital",
-        "메일함",
-        "클라우드",
-    ),
-    Category.VEGAN: ("비건", "vegan", "채식", "비거니즘", "식물성"),
-}
-_CODES = {category.code.lower().replace("_", " "): category for category in Category}
 
-_ECO_WORDS = tuple(
-    """
-    환경 친환경 지구 기후 탄소 쓰레기 플라스틱 재활용 분리수거 챌린지 추천 절약 에코 eco green
-    텀블러 장바구니 자전거 걷기 나무 숲 바다 해변 등산 녹색 실천 습관 오염 미세먼지 온실
-    전기 고기 채소 중고 빨대 포장 배달 버스 지하철 계단 에어컨 난방 조명 메일 스트리밍 용기
-    """.split()
-)
-
+_ACTS = tuple(Act)
+_CATEGORIES = tuple(Category)
 _HANGUL_SYLLABLE = re.compile(r"[가-힣]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+# Labels and codes as people type them: any case, spaces and underscores optional.
+_NAMES: tuple[tuple[re.Pattern[str], Category], ...] = tuple(
+    (re.compile(r"\s*".join(map(re.escape, name.replace(" ", "").replace("_", ""))), re.I), c)
+    for c in Category
+    for name in (c.label, c.code)
+)
 
 
 def normalize_message(text: str) -> str:
@@ -101,45 +102,101 @@ def normalize_message(text: str) -> str:
     return " ".join(text.split())
 
 
-def _named_category(lowered: str) -> Category | None:
-    best: tuple[int, Category] | None = None
-    for category, words in _SYNONYMS.items():
-        for word in words:
-            if word in lowered and (best is None or len(word) > best[0]):
-                best = (len(word), category)
-    for code, category in _CODES.items():
-        if code in lowered.replace("_", " ") and (best is None or len(code) > best[0]):
-            best = (len(code), category)
-    return best[1] if best else None
+def named_category(message: str) -> Category | None:
+    """The one category whose label or code the message spells out (spaces, case and
+    underscores aside); None when it names none or several."""
+    flat = message.replace("_", "")
+    found = {category for pattern, category in _NAMES if pattern.search(flat)}
+    return found.pop() if len(found) == 1 else None
 
 
-def classify(message: str) -> Intent:
-    lowered = message.lower()
-    if _BACK.search(message):
-        return Intent(IntentKind.BACK_TO_BASE)
-    if _ANOTHER.search(message):
-        return Intent(IntentKind.ANOTHER)
-    named = _named_category(lowered)
-    if named is not None:
-        return Intent(IntentKind.SWITCH, named)
-    if not _HANGUL_SYLLABLE.search(message) and not _LATIN_WORD.search(message):
-        return Intent(IntentKind.NONSENSE)
-    return Intent(IntentKind.ASK)
+class IntentClassifier:
+    """Nearest labelled examples, weighted by similarity, read against the session.
 
-
-def is_off_topic(intent: Intent, message: str, best_score: float, threshold: float) -> bool:
-    """Answer with the friendly "what I can do" text instead of calling the model?
-
-    Nonsense always; an ordinary question when it holds no eco word and nothing in the
-    corpus comes close (``best_score``: the best retrieval hit's cosine similarity).
+    ``k`` neighbours vote for the act with weights ``exp((cos - best) / temperature)``; the
+    category of a topic is voted the same way among the topic examples alone. Inside a
+    conversation (the session has turns or a category) "off_topic" must beat the best on-topic
+    act by ``conversation_margin``, else the message is an ordinary question.
     """
-    if intent.kind is IntentKind.NONSENSE:
-        return True
-    if intent.kind is not IntentKind.ASK:
-        return False
-    return not has_eco_vocabulary(message) and best_score < threshold
+
+    def __init__(
+        self,
+        examples: Sequence[Example],
+        vectors: npt.NDArray[np.float32],
+        *,
+        k: int = 7,
+        temperature: float = 0.05,
+        conversation_margin: float = 0.3,
+    ) -> None:
+        if len(examples) != len(vectors) or not examples:
+            raise ValueError("one vector per example, and at least one example")
+        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self._acts = np.array([_ACTS.index(e.act) for e in examples], dtype=np.int64)
+        topic = [i for i, e in enumerate(examples) if e.act is Act.TOPIC and e.category]
+        self._topic_rows = np.array(topic, dtype=np.int64)
+        self._topic_categories = np.array(
+            [_CATEGORIES.index(examples[i].category) for i in topic],
+            dtype=np.int64,
+        )
+        self._k = k
+        self._temperature = temperature
+        self._margin = conversation_margin
+
+    def _vote(
+        self, sims: npt.NDArray[np.float32], labels: npt.NDArray[np.int64], n: int
+    ) -> npt.NDArray[np.float64]:
+        k = min(self._k, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k]
+        weights = np.exp((sims[top] - sims[top].max()) / self._temperature)
+        votes = np.bincount(labels[top], weights=weights, minlength=n)
+        total: npt.NDArray[np.float64] = votes / votes.sum()
+        return total
+
+    def act_scores(self, vector: npt.NDArray[np.float32]) -> dict[Act, float]:
+        """Each act's share of the neighbours' vote (sums to 1)."""
+        sims = self._vectors @ vector
+        votes = self._vote(sims, self._acts, len(_ACTS))
+        return {act: float(votes[i]) for i, act in enumerate(_ACTS)}
+
+    def topic_category(self, vector: npt.NDArray[np.float32]) -> Category:
+        """The category whose topic examples the message is nearest to."""
+        sims = self._vectors[self._topic_rows] @ vector
+        votes = self._vote(sims, self._topic_categories, len(_CATEGORIES))
+        return _CATEGORIES[int(np.argmax(votes))]
+
+    def act(self, message: str, vector: npt.NDArray[np.float32], *, in_conversation: bool) -> Act:
+        """The message's act, before the session's categories are read."""
+        if not _HANGUL_SYLLABLE.search(message) and not _LATIN_WORD.search(message):
+            return Act.NONSENSE
+        scores = self.act_scores(vector)
+        best = max(scores, key=scores.__getitem__)
+        if best is Act.OFF_TOPIC and in_conversation:
+            on_topic = max(scores[Act.TOPIC], scores[Act.ASK])
+            if scores[Act.OFF_TOPIC] - on_topic < self._margin:
+                return Act.ASK
+        if best in (Act.OFF_TOPIC, Act.NONSENSE, Act.ASK) and named_category(message):
+            return Act.TOPIC
+        return best
+
+    def decide(self, message: str, vector: npt.NDArray[np.float32], state: SessionState) -> Intent:
+        """What ``message`` asks for in the session ``state``; ``vector`` is its embedding."""
+        in_conversation = bool(state.turns) or state.category is not None
+        act = self.act(message, vector, in_conversation=in_conversation)
+        if act is Act.TOPIC:
+            category = named_category(message) or self.topic_category(vector)
+            if category is state.category:
+                return Intent(IntentKind.ASK)
+            return Intent(IntentKind.SWITCH, category)
+        if act is Act.BACK:
+            if state.base_category is None or state.base_category is state.category:
+                return Intent(IntentKind.ASK)
+            return Intent(IntentKind.BACK_TO_BASE)
+        return Intent(_KIND_OF[act])
 
 
-def has_eco_vocabulary(message: str) -> bool:
-    lowered = message.lower()
-    return any(word in lowered for word in _ECO_WORDS)
+_KIND_OF = {
+    Act.ASK: IntentKind.ASK,
+    Act.ANOTHER: IntentKind.ANOTHER,
+    Act.OFF_TOPIC: IntentKind.OFF_TOPIC,
+    Act.NONSENSE: IntentKind.NONSENSE,
+}

@@ -1,6 +1,9 @@
 """The use case: one recommendation, from validated input to a stream of events.
 
-    validate -> session -> retrieve -> prompt -> upstream stream -> scrubber -> events
+    validate -> session -> embed -> intent -> retrieve -> prompt -> upstream stream -> scrubber
+    -> events
+
+A free-text turn is embedded once: the intent step and retrieval read the same vector.
 
 Both entry points are async generators of ``StreamEvent``: any number of ``Delta``, then
 exactly one ``Done`` or ``Failed``, then nothing. Input errors are the first and only event,
@@ -14,11 +17,12 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
 from app.chat.events import Delta, Done, Failed, StreamEvent
-from app.chat.intent import IntentKind, classify, is_off_topic, normalize_message
+from app.chat.intent import Intent, IntentClassifier, IntentKind, normalize_message
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.config import Settings
 from app.errors import (
@@ -32,10 +36,17 @@ from app.errors import (
 from app.limits import SessionSlots
 from app.llm.client import ChatMessage, LLMClient
 from app.llm.prompts import base_info_messages, free_text_messages
-from app.llm.schema import Answer
+from app.llm.repetition import RepetitionGuard
+from app.llm.schema import (
+    DESCRIPTION_MAX_CHARS,
+    MAX_CHALLENGES,
+    Answer,
+    ChallengeItem,
+    answer_schema,
+)
 from app.llm.scrubber import AnswerScrubber
 from app.metrics import Metrics
-from app.rag.retriever import Hit, Retriever
+from app.rag.retriever import Hit, QueryVector, Retriever
 
 __all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
 
@@ -48,6 +59,7 @@ OFF_TOPIC_REPLY = (
     "'사무실에서 할 수 있는 챌린지 추천해 줘'처럼 물어봐 주세요."
 )
 _FALLBACK_CATEGORY = Category.ZERO_WASTE
+_SALVAGE_RECOMMEND = "상황에 맞는 챌린지를 골라 봤어요."
 
 
 class RecommendationService:
@@ -56,12 +68,14 @@ class RecommendationService:
         *,
         llm: LLMClient,
         retriever: Retriever,
+        intents: IntentClassifier,
         sessions: SessionStore,
         settings: Settings,
         metrics: Metrics | None = None,
     ) -> None:
         self._llm = llm
         self._retriever = retriever
+        self._intents = intents
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics or Metrics()
@@ -112,7 +126,7 @@ class RecommendationService:
         messages = base_info_messages(location=place, work_type=work, category=chosen, hits=hits)
         user_text = f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}"
         async for event in self._generate(
-            session_id, messages, chosen, user_text, request_id, started
+            session_id, messages, chosen, hits, user_text, request_id, started
         ):
             yield event
 
@@ -139,17 +153,16 @@ class RecommendationService:
             yield busy
             return
 
-        intent = classify(text)
         state = await self._sessions.load(session_id)
-        category = _next_category(intent.kind, intent.category, state)
-        hits: list[Hit] = []
-        if intent.kind is not IntentKind.NONSENSE:
-            hits = await self._retrieve(text, category)
-        best = max((hit.score for hit in hits), default=0.0)
-        if is_off_topic(intent, text, best, self._settings.offtopic_min_score):
+        vector = await self._retriever.embed(text)
+        intent = self._intents.decide(text, vector, state)
+        self._metrics.intents.labels(intent.kind.value).inc()
+        if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             async for event in _friendly_reply():
                 yield event
             return
+        category = _next_category(intent, state)
+        hits = await self._retrieve(text, category, vector)
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
             category = hits[0].document.category if hits else _FALLBACK_CATEGORY
@@ -166,17 +179,19 @@ class RecommendationService:
             work_type=state.work_type,
         )
         async for event in self._generate(
-            session_id, messages, category, text, request_id, started
+            session_id, messages, category, hits, text, request_id, started
         ):
             yield event
 
-    async def _retrieve(self, query: str, category: Category | None) -> list[Hit]:
+    async def _retrieve(
+        self, query: str, category: Category | None, vector: QueryVector | None = None
+    ) -> list[Hit]:
         """Context for the prompt. A failing vector store degrades the answer (no context)
         instead of failing it: the model can still recommend, and /ready reports the store."""
         with self._metrics.retrieval.time():
             try:
                 return await self._retriever.retrieve(
-                    query, k=self._settings.retrieval_k, category=category
+                    query, k=self._settings.retrieval_k, category=category, vector=vector
                 )
             except Exception:
                 log.warning("retrieval failed; answering without context", exc_info=True)
@@ -196,6 +211,7 @@ class RecommendationService:
         session_id: str,
         messages: Sequence[ChatMessage],
         category: Category,
+        hits: Sequence[Hit],
         user_text: str,
         request_id: str | None,
         started: float,
@@ -210,7 +226,7 @@ class RecommendationService:
             self._generating += 1
             try:
                 async for event in self._generate_now(
-                    session_id, messages, category, user_text, request_id, started
+                    session_id, messages, category, hits, user_text, request_id, started
                 ):
                     yield event
             finally:
@@ -221,28 +237,37 @@ class RecommendationService:
         session_id: str,
         messages: Sequence[ChatMessage],
         category: Category,
+        hits: Sequence[Hit],
         user_text: str,
         request_id: str | None,
         started: float,
     ) -> AsyncIterator[StreamEvent]:
         scrubber = AnswerScrubber()
+        guard = RepetitionGuard()
         metrics = self._metrics
         first_shown = False
         last = None
+        titles = [hit.document.title for hit in hits] if self._settings.llm_grounded_titles else []
+        pieces = self._llm.stream_chat(
+            messages, request_id=request_id, schema=answer_schema(titles) if titles else None
+        )
         try:
-            async for piece in self._llm.stream_chat(messages, request_id=request_id):
-                now = time.monotonic()
-                if last is not None:
-                    metrics.itl.observe(now - last)
-                last = now
-                metrics.tokens_out.inc()
-                shown = scrubber.feed(piece)
-                if shown:
-                    if not first_shown:
-                        first_shown = True
-                        metrics.ttft.observe(now - started)
-                    yield Delta(shown)
-            result = scrubber.finish()
+            async with aclosing(pieces):
+                async for piece in pieces:
+                    now = time.monotonic()
+                    if last is not None:
+                        metrics.itl.observe(now - last)
+                    last = now
+                    metrics.tokens_out.inc()
+                    shown = guard.feed(scrubber.feed(piece))
+                    if shown:
+                        if not first_shown:
+                            first_shown = True
+                            metrics.ttft.observe(now - started)
+                        yield Delta(shown)
+                    if guard.looping:
+                        break  # closing the stream aborts the generation upstream
+            result = None if guard.looping else scrubber.finish()
         except GatewayError as exc:
             log.warning("upstream failed (%s): %s", exc.status, exc.detail)
             yield Failed(exc)
@@ -251,18 +276,30 @@ class RecommendationService:
             log.exception("recommendation stream failed")
             yield Failed(InternalFailure("unexpected error in the stream"))
             return
-        if result.tail:
-            yield Delta(result.tail)
 
-        answer = result.answer
-        if answer is None and result.prose.strip() and not result.json_started:
-            # The model ignored the format and wrote prose: it was shown, so it is the answer.
-            answer = Answer(recommend=result.prose.strip(), challenges=[])
-        if answer is None:
-            metrics.upstream_errors.labels("invalid_answer").inc()
-            log.warning("invalid answer from the model: %s", result.error)
-            yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
-            return
+        if result is None or result.truncated:
+            # A loop, or an answer cut by max_tokens: close with what is complete, filled up
+            # with catalogue items, rather than end a long answer with an error.
+            reason = "loop" if result is None else "truncated"
+            metrics.answers_salvaged.labels(reason).inc()
+            log.warning("answer %s: closing with what is complete plus catalogue items", reason)
+            answer, added = _salvage(scrubber.partial(), hits)
+            if added:
+                yield Delta(added)
+        else:
+            tail = guard.feed(result.tail) + guard.finish()
+            if tail:
+                yield Delta(tail)
+            read = result.answer
+            if read is None and result.prose.strip() and not result.json_started:
+                # The model ignored the format and wrote prose: it was shown, so it is the answer.
+                read = Answer(recommend=result.prose.strip(), challenges=[])
+            if read is None:
+                metrics.upstream_errors.labels("invalid_answer").inc()
+                log.warning("invalid answer from the model: %s", result.error)
+                yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
+                return
+            answer = read
         await self._sessions.record(
             session_id, turn=Turn(user=user_text, assistant=answer.model_dump_json())
         )
@@ -285,6 +322,44 @@ def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
     }
 
 
+def _salvage(partial: Answer, hits: Sequence[Hit]) -> tuple[Answer, str]:
+    """The answer to close an early-stopped stream with, and the display text it adds.
+
+    Keeps the recommend text without sentences past their second copy and the challenges
+    read whole (one per title), then fills up to three challenges with retrieved catalogue
+    items, which are shown before the ``close`` like any challenge."""
+    recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
+    items = list({item.title: item for item in partial.challenges}.values())[:MAX_CHALLENGES]
+    added: list[str] = []
+    for hit in hits:
+        if len(items) >= MAX_CHALLENGES:
+            break
+        title = hit.document.title
+        if any(item.title == title for item in items):
+            continue
+        description = _first_sentences(hit.document.body, DESCRIPTION_MAX_CHARS)
+        items.append(ChallengeItem(title=title, description=description))
+        added.append(f"\n\n{title}\n{description}")
+    return Answer(recommend=recommend, challenges=items), "".join(added)
+
+
+def _without_repeats(text: str) -> str:
+    """``text`` with each sentence kept at most twice (what the guard let through)."""
+    guard = RepetitionGuard()
+    return (guard.feed(text) + guard.finish()).strip()
+
+
+def _first_sentences(text: str, limit: int) -> str:
+    """Whole sentences from the start of ``text`` within ``limit`` characters (at least one,
+    cut at ``limit`` when the first is longer)."""
+    kept = ""
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        if kept and len(kept) + 1 + len(sentence) > limit:
+            break
+        kept = f"{kept} {sentence}" if kept else sentence
+    return kept[:limit]
+
+
 async def _friendly_reply() -> AsyncIterator[StreamEvent]:
     """What the bot can do, as a normal stream, for off-topic or nonsense input."""
     for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY):
@@ -292,11 +367,10 @@ async def _friendly_reply() -> AsyncIterator[StreamEvent]:
     yield Done({"recommend": OFF_TOPIC_REPLY, "challenges": []})
 
 
-def _next_category(
-    kind: IntentKind, named: Category | None, state: SessionState
-) -> Category | None:
+def _next_category(intent: Intent, state: SessionState) -> Category | None:
+    kind = intent.kind
     if kind is IntentKind.SWITCH:
-        return named
+        return intent.category
     if kind is IntentKind.BACK_TO_BASE:
         return state.base_category or state.category
     if kind is IntentKind.ANOTHER:

@@ -25,7 +25,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import Any
 
 import httpx
@@ -87,9 +87,15 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
     )
 
 
-def chat_payload(settings: Settings, model: str, messages: Sequence[ChatMessage]) -> dict[str, Any]:
+def chat_payload(
+    settings: Settings,
+    model: str,
+    messages: Sequence[ChatMessage],
+    schema: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """The body of one streaming ``POST /chat/completions`` (also what bench/vllm_bench.py
-    sends directly, so both paths ask vLLM for exactly the same work)."""
+    sends directly, so both paths ask vLLM for exactly the same work). ``schema`` replaces
+    the answer's default JSON schema (grounded titles, ``app/llm/schema.py``)."""
     s = settings
     payload: dict[str, Any] = {
         "model": model,
@@ -105,7 +111,7 @@ def chat_payload(settings: Settings, model: str, messages: Sequence[ChatMessage]
     if s.llm_structured_output:
         payload["response_format"] = {
             "type": "json_schema",
-            "json_schema": {"name": "recommendation", "schema": ANSWER_JSON_SCHEMA},
+            "json_schema": {"name": "recommendation", "schema": schema or ANSWER_JSON_SCHEMA},
         }
     return payload
 
@@ -214,10 +220,14 @@ class LLMClient:
             raise UpstreamFailed("no upstream replica answers GET /models")
 
     async def stream_chat(
-        self, messages: Sequence[ChatMessage], *, request_id: str | None = None
-    ) -> AsyncIterator[str]:
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        request_id: str | None = None,
+        schema: dict[str, Any] | None = None,
+    ) -> AsyncGenerator[str, None]:
         """Yield the assistant's text as it streams; see the module docstring for failures."""
-        payload = chat_payload(self._settings, await self.model(), messages)
+        payload = chat_payload(self._settings, await self.model(), messages, schema)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
         upstream, response = await self._open(payload, headers)

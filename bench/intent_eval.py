@@ -1,0 +1,356 @@
+"""How well the intent step understands free-text turns: per-class precision and recall, the
+confusion matrix, on-topic turns refused, and the time per decision.
+
+    .venv/bin/python bench/intent_eval.py                 # every design, dev and test
+    .venv/bin/python bench/intent_eval.py --split dev     # tune on dev only
+
+Designs, all over the same example bank (app/chat/data/intent_examples.jsonl) and the same
+embeddings (the default embedder, one vector per turn), all read against the session the same
+way (``IntentClassifier.decide``):
+- ``knn``: the gateway's classifier, nearest examples weighted by similarity;
+- ``prototype``: the cosine to each act's (and category's) mean example vector;
+- ``logreg``: scikit-learn's logistic regression on the example vectors (when installed);
+- ``llm``: the served model as a router through vLLM structured output, a choice among the
+  labels (``--llm-url``), with its extra round trip timed.
+
+The sets: bench/data/intent/dev.jsonl (tuning) and test.jsonl (held out: never tuned on).
+A turn is right when the decision matches: a switch needs its category too; an ordinary
+question that is decided as a "switch" to the current category is still an ordinary question.
+Results: bench/results/intent.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.chat.categories import Category  # noqa: E402
+from app.chat.intent import Act, Intent, IntentClassifier, IntentKind  # noqa: E402
+from app.chat.intent_bank import example_vectors, load_examples  # noqa: E402
+from app.chat.sessions import SessionState, Turn  # noqa: E402
+from app.rag.embedder import load_embedder  # noqa: E402
+
+DATA = ROOT / "bench" / "data" / "intent"
+RESULTS = ROOT / "bench" / "results" / "intent.json"
+CLASSES = ("switch", "ask", "another", "back", "off_topic", "nonsense")
+ON_TOPIC = frozenset({"switch", "ask", "another", "back"})
+REFUSED = frozenset({"off_topic", "nonsense"})
+
+
+@dataclass(frozen=True)
+class Turn_:
+    id: str
+    state: SessionState
+    message: str
+    gold: str
+    category: Category | None
+    tags: tuple[str, ...]
+
+
+def load_turns(path: Path) -> list[Turn_]:
+    turns = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        state = SessionState(
+            session_id=row["id"],
+            base_category=Category[row["base"]] if row.get("base") else None,
+            category=Category[row["current"]] if row.get("current") else None,
+            turns=tuple(Turn(t["user"], t["assistant"]) for t in row.get("history", [])),
+        )
+        turns.append(
+            Turn_(
+                row["id"],
+                state,
+                row["message"],
+                row["intent"],
+                Category[row["category"]] if row.get("category") else None,
+                tuple(row.get("tags", ())),
+            )
+        )
+    return turns
+
+
+def predicted_class(intent: Intent, state: SessionState) -> tuple[str, Category | None]:
+    if intent.kind is IntentKind.SWITCH and intent.category is state.category:
+        return "ask", None
+    return intent.kind.value, intent.category
+
+
+class PrototypeClassifier(IntentClassifier):
+    """Cosine to each act's mean vector; the category by the topic examples' mean vectors."""
+
+    def __init__(self, examples: Sequence[Any], vectors: np.ndarray, **kwargs: Any) -> None:
+        super().__init__(examples, vectors, **kwargs)
+        acts = tuple(Act)
+        self._act_means = np.stack([_mean(vectors, [e.act is a for e in examples]) for a in acts])
+        self._cat_means = np.stack(
+            [_mean(vectors, [e.category is c for e in examples]) for c in Category]
+        )
+
+    def act_scores(self, vector: np.ndarray) -> dict[Act, float]:
+        sims = self._act_means @ vector
+        weights = np.exp((sims - sims.max()) / 0.02)
+        weights /= weights.sum()
+        return {act: float(w) for act, w in zip(Act, weights, strict=True)}
+
+    def topic_category(self, vector: np.ndarray) -> Category:
+        return tuple(Category)[int(np.argmax(self._cat_means @ vector))]
+
+
+def _mean(vectors: np.ndarray, mask: Sequence[bool]) -> np.ndarray:
+    mean = vectors[np.array(mask)].mean(axis=0)
+    return mean / np.linalg.norm(mean)
+
+
+class LogRegClassifier(IntentClassifier):
+    """scikit-learn's LogisticRegression over the example vectors (acts, and topic categories)."""
+
+    def __init__(self, examples: Sequence[Any], vectors: np.ndarray, **kwargs: Any) -> None:
+        from sklearn.linear_model import LogisticRegression
+
+        super().__init__(examples, vectors, **kwargs)
+        self._act_model = LogisticRegression(C=10.0, max_iter=2000).fit(
+            vectors, [e.act.value for e in examples]
+        )
+        topic = [i for i, e in enumerate(examples) if e.category is not None]
+        self._cat_model = LogisticRegression(C=10.0, max_iter=2000).fit(
+            vectors[topic], [examples[i].category.code for i in topic]
+        )
+
+    def act_scores(self, vector: np.ndarray) -> dict[Act, float]:
+        probs = self._act_model.predict_proba(vector[None, :])[0]
+        scores = {
+            Act(label): float(p) for label, p in zip(self._act_model.classes_, probs, strict=True)
+        }
+        return {act: scores.get(act, 0.0) for act in Act}
+
+    def topic_category(self, vector: np.ndarray) -> Category:
+        return Category[str(self._cat_model.predict(vector[None, :])[0])]
+
+
+def evaluate(
+    name: str,
+    decide: Callable[[Turn_, np.ndarray], Intent],
+    turns: Sequence[Turn_],
+    vectors: np.ndarray,
+) -> dict[str, Any]:
+    confusion: Counter[tuple[str, str]] = Counter()
+    wrong_category = 0
+    errors = []
+    timings = []
+    for turn, vector in zip(turns, vectors, strict=True):
+        started = time.perf_counter()
+        intent = decide(turn, vector)
+        timings.append(time.perf_counter() - started)
+        predicted, category = predicted_class(intent, turn.state)
+        if predicted == "switch" and turn.gold == "switch" and category is not turn.category:
+            wrong_category += 1
+            predicted = "switch(wrong)"
+        confusion[(turn.gold, predicted)] += 1
+        if predicted != turn.gold:
+            errors.append(
+                {
+                    "id": turn.id,
+                    "message": turn.message,
+                    "current": turn.state.category and turn.state.category.code,
+                    "gold": turn.gold + (f":{turn.category.code}" if turn.category else ""),
+                    "got": predicted + (f":{category.code}" if category else ""),
+                }
+            )
+    per_class = {}
+    for cls in CLASSES:
+        tp = confusion[(cls, cls)]
+        gold = sum(v for (g, _), v in confusion.items() if g == cls)
+        got = sum(v for (_, p), v in confusion.items() if p == cls)
+        per_class[cls] = {
+            "support": gold,
+            "precision": round(tp / got, 3) if got else None,
+            "recall": round(tp / gold, 3) if gold else None,
+        }
+    correct = sum(confusion[(c, c)] for c in CLASSES)
+    refused = sum(v for (g, p), v in confusion.items() if g in ON_TOPIC and p in REFUSED)
+    ms = np.array(timings) * 1000
+    return {
+        "design": name,
+        "turns": len(turns),
+        "accuracy": round(correct / len(turns), 3),
+        "min_recall": min(v["recall"] for v in per_class.values() if v["recall"] is not None),
+        "on_topic_refused": refused,
+        "switch_wrong_category": wrong_category,
+        "per_class": per_class,
+        "confusion": {f"{g} -> {p}": v for (g, p), v in sorted(confusion.items())},
+        "decision_ms_p50": round(float(np.percentile(ms, 50)), 4),
+        "decision_ms_p99": round(float(np.percentile(ms, 99)), 4),
+        "errors": errors,
+    }
+
+
+def llm_router(url: str, model: str | None) -> Callable[[Turn_, np.ndarray], Intent]:
+    """The served model picks one label (vLLM ``structured_outputs.choice``)."""
+    import httpx
+
+    choices = [
+        "ask",
+        "another",
+        "back",
+        "off_topic",
+        "nonsense",
+        *(f"switch:{c.code}" for c in Category),
+    ]
+    client = httpx.Client(base_url=url, timeout=120)
+    served = model or client.get("/models").json()["data"][0]["id"]
+    system = (
+        "너는 친환경 챌린지 추천 챗봇의 의도 분류기다. 사용자의 새 메시지가 무엇을 원하는지 "
+        "라벨 하나로만 답하라.\n"
+        "- switch:CODE: 현재와 다른 카테고리의 챌린지를 원함 (이름이나 뜻으로). 카테고리: "
+        + ", ".join(f"{c.code}={c.label}" for c in Category)
+        + "\n- ask: 현재 카테고리 안의 평범한 질문이나 후속 질문\n- another: 아무거나 다른 분야\n"
+        "- back: 처음 고른 카테고리로 돌아가기\n- off_topic: 친환경 챌린지와 무관한 질문\n"
+        "- nonsense: 의미 없는 입력"
+    )
+    timings: list[float] = []
+
+    def decide(turn: Turn_, _: np.ndarray) -> Intent:
+        state = turn.state
+        context = "\n".join(f"사용자: {t.user}\n봇: {t.assistant[:80]}" for t in state.turns)
+        user = (
+            f"처음 카테고리: {state.base_category.label if state.base_category else '없음'}\n"
+            f"현재 카테고리: {state.category.label if state.category else '없음'}\n"
+            f"대화:\n{context or '(없음)'}\n새 메시지: {turn.message}"
+        )
+        started = time.perf_counter()
+        response = client.post(
+            "/chat/completions",
+            json={
+                "model": served,
+                "messages": [
+                    {"role": "system", "content": system},
+                    {"role": "user", "content": user},
+                ],
+                "temperature": 0,
+                "max_tokens": 12,
+                "structured_outputs": {"choice": choices},
+            },
+        )
+        timings.append(time.perf_counter() - started)
+        label = response.json()["choices"][0]["message"]["content"].strip()
+        if label.startswith("switch:"):
+            category = Category[label.split(":", 1)[1]]
+            if category is state.category:
+                return Intent(IntentKind.ASK)
+            return Intent(IntentKind.SWITCH, category)
+        return Intent(IntentKind(label))
+
+    decide.timings = timings  # type: ignore[attr-defined]
+    return decide
+
+
+def print_report(result: dict[str, Any]) -> None:
+    print(
+        f"\n== {result['design']} on {result['split']} ({result['turns']} turns): "
+        f"accuracy {result['accuracy']:.3f}, min per-class recall {result['min_recall']:.3f}, "
+        f"on-topic refused {result['on_topic_refused']}, "
+        f"decision p50 {result['decision_ms_p50']:.3f} ms p99 {result['decision_ms_p99']:.3f} ms"
+    )
+    print(f"   {'class':<10} {'n':>4} {'precision':>9} {'recall':>7}")
+    for cls, row in result["per_class"].items():
+        p = "-" if row["precision"] is None else f"{row['precision']:.3f}"
+        r = "-" if row["recall"] is None else f"{row['recall']:.3f}"
+        print(f"   {cls:<10} {row['support']:>4} {p:>9} {r:>7}")
+    columns = [*CLASSES, "switch(wrong)"]
+    print("   confusion (rows: gold, columns: decided)")
+    print("   " + " " * 10 + "".join(f"{c[:9]:>10}" for c in columns))
+    for gold in CLASSES:
+        counts = {p: v for (g, p), v in _pairs(result["confusion"]) if g == gold}
+        print("   " + f"{gold:<10}" + "".join(f"{counts.get(c, 0):>10}" for c in columns))
+
+
+def _pairs(confusion: dict[str, int]) -> list[tuple[tuple[str, str], int]]:
+    return [(tuple(key.split(" -> ")), value) for key, value in confusion.items()]  # type: ignore[misc]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
+    parser.add_argument("--designs", default="knn,prototype,logreg")
+    parser.add_argument("--llm-url", help="an OpenAI-compatible base URL: adds the llm design")
+    parser.add_argument("--llm-model")
+    parser.add_argument("--errors", action="store_true", help="print each wrong decision")
+    parser.add_argument("--no-write", action="store_true")
+    args = parser.parse_args()
+
+    embedder = load_embedder(None)
+    examples = load_examples()
+    bank = example_vectors(embedder, examples)
+    splits = ["dev", "test"] if args.split == "both" else [args.split]
+    designs: dict[str, IntentClassifier] = {}
+    for name in args.designs.split(","):
+        if name == "knn":
+            designs[name] = IntentClassifier(examples, bank)
+        elif name == "prototype":
+            designs[name] = PrototypeClassifier(examples, bank)
+        elif name == "logreg":
+            try:
+                designs[name] = LogRegClassifier(examples, bank)
+            except ImportError:
+                print("logreg skipped: scikit-learn is not installed", file=sys.stderr)
+    results = []
+    for split in splits:
+        turns = load_turns(DATA / f"{split}.jsonl")
+        started = time.perf_counter()
+        vectors = embedder.embed_queries([t.message for t in turns])
+        embed_ms = (time.perf_counter() - started) * 1000 / len(turns)
+        print(f"\n{split}: {len(turns)} turns, embedding {embed_ms:.1f} ms per turn (shared)")
+        runs: dict[str, Callable[[Turn_, np.ndarray], Intent]] = {
+            name: (lambda c: lambda t, v: c.decide(t.message, v, t.state))(classifier)
+            for name, classifier in designs.items()
+        }
+        if args.llm_url:
+            runs["llm"] = llm_router(args.llm_url, args.llm_model)
+        for name, decide in runs.items():
+            result = {"split": split, **evaluate(name, decide, turns, vectors)}
+            if name == "llm":
+                ms = np.array(decide.timings) * 1000  # type: ignore[attr-defined]
+                result["decision_ms_p50"] = round(float(np.percentile(ms, 50)), 1)
+                result["decision_ms_p99"] = round(float(np.percentile(ms, 99)), 1)
+            result["embedding_ms_per_turn"] = round(embed_ms, 2)
+            print_report(result)
+            if args.errors:
+                for error in result["errors"]:
+                    print(f"     {error}")
+            results.append(result)
+    if not args.no_write:
+        RESULTS.write_text(
+            json.dumps(
+                {
+                    "bench": "intent",
+                    "embedder": embedder.name,
+                    "examples": len(examples),
+                    "results": results,
+                },
+                ensure_ascii=False,
+                indent=1,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        print(f"\nwritten: {RESULTS.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
