@@ -107,9 +107,15 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--label", default="default")
+    parser.add_argument("--turns-file", type=Path, default=DEV)
     args = parser.parse_args()
-    rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines()]
-    messages = [r["message"] for r in rows if r["intent"] in ("switch", "ask")][: args.turns]
+    rows = [json.loads(line) for line in args.turns_file.read_text(encoding="utf-8").splitlines()]
+    # dev.jsonl's on-topic turns, or the on-topic queries of bench/data/queries_ko.jsonl
+    messages = [
+        r.get("message") or r["query"]
+        for r in rows
+        if r.get("intent") in ("switch", "ask") or r.get("relevant_ids")
+    ][: args.turns]
     print(f"{len(messages)} dev turns through {args.url}, {args.concurrency} at a time")
     results = asyncio.run(run(args.url, messages, args.concurrency))
     summary = summarize(results)

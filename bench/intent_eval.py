@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.chat.categories import Category  # noqa: E402
 from app.chat.intent import Act, Intent, IntentClassifier, IntentKind  # noqa: E402
-from app.chat.intent_bank import example_vectors, load_examples  # noqa: E402
+from app.chat.intent_bank import BUNDLED_EXAMPLES, example_vectors, load_examples  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 
@@ -289,13 +289,14 @@ def main() -> int:
     parser.add_argument("--designs", default="knn,prototype,logreg")
     parser.add_argument("--llm-url", help="an OpenAI-compatible base URL: adds the llm design")
     parser.add_argument("--llm-model")
+    parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES, help="the example bank")
     parser.add_argument("--errors", action="store_true", help="print each wrong decision")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
     embedder = load_embedder(None)
-    examples = load_examples()
-    bank = example_vectors(embedder, examples)
+    examples = load_examples(args.examples)
+    bank = example_vectors(embedder, examples, args.examples)
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     designs: dict[str, IntentClassifier] = {}
     for name in args.designs.split(","):

@@ -169,7 +169,9 @@ class RecommendationService:
         await self._sessions.record(session_id, category=category)
 
         keep = self._settings.prompt_history_turns
-        history = state.turns[-keep:] if keep else ()
+        # The turns replayed are those of this category: after a switch, earlier answers are
+        # about another one, and a small model copies what it sees.
+        history = state.turns[-keep:] if keep and category is state.category else ()
         messages = free_text_messages(
             message=text,
             category=category,

@@ -23,9 +23,11 @@ import re
 __all__ = ["RepetitionGuard"]
 
 _ENDS = frozenset(".!?…\n")
-# One phrase of 1 to 20 characters repeated so that the run is long: "좋아요 좋아요 좋아요 ...".
-_PHRASE_LOOP = re.compile(r"(.{1,20}?)\1{4,}$", re.S)
+# A phrase repeated inside one sentence: five copies of up to 20 characters ("좋아요 좋아요
+# ..."), or three of a longer phrase ("방법: 사무직에서 ... 방법: 사무직에서 ...").
+_PHRASE_LOOP = re.compile(r"(?:(.{1,20}?)\1{4,}|(.{12,80}?)\2{2,})$", re.S)
 _PHRASE_LOOP_MIN_CHARS = 24
+_PHRASE_LOOP_WINDOW = 250  # the end of the sentence that is searched, so a check stays cheap
 
 
 class RepetitionGuard:
@@ -89,7 +91,7 @@ class RepetitionGuard:
         key = "".join(self._sentence).strip()
         if key and self._is_repeat_prefix(key):
             return  # hold: this may be one more copy of a saturated sentence
-        if len(key) >= _PHRASE_LOOP_MIN_CHARS and _PHRASE_LOOP.search(key):
+        if len(key) >= _PHRASE_LOOP_MIN_CHARS and _PHRASE_LOOP.search(key[-_PHRASE_LOOP_WINDOW:]):
             self.looping = True
             return
         out.append(self._release())

@@ -256,6 +256,8 @@ class AnswerScrubber:
             self._flush_prose(tail)
         elif state == _STR or state == _ESC:
             self._drop_pending_high(tail)
+            if self._show and self._roles[-1:] == [_ROOT] and self._key == _RECOMMEND:
+                self._root[_RECOMMEND] = "".join(self._parts)  # cut here: partial() keeps it
         prose = "".join(self._prose_parts)
         answer: Answer | None = None
         error: str | None = None
@@ -287,7 +289,8 @@ class AnswerScrubber:
     def partial(self) -> Answer:
         """What the answer holds so far, for closing a stream stopped early: the recommend
         text read so far (also while it is still being read) and the challenges whose title
-        and description have both been read. Read-only; ``feed`` may go on."""
+        and description have both been read. Read-only; ``feed`` may go on, and after
+        ``finish`` it gives what the stream ended with."""
         recommend = self._root.get(_RECOMMEND)
         reading_recommend = (
             self._state in (_STR, _ESC)
