@@ -97,8 +97,12 @@ async def test_a_client_that_stops_reading_is_dropped_after_the_send_timeout(
 
     from tests.support.gateway import GatewayProcess
 
-    # About 8 MB of display text: more than the loopback socket buffers hold.
-    pieces = ['{"recommend": "', *(["가나다라마바사아자차" * 10] * 20_000), '"}']
+    # About 6 MB of display text: more than the loopback socket buffers hold. Varied syllables,
+    # so that the repetition guard does not take it for a loop and end the stream first.
+    text = (
+        "".join(chr(0xAC00 + (i * 101 + j * 13) % 11172) for j in range(100)) for i in range(20_000)
+    )
+    pieces = ['{"recommend": "', *text, '"}']
     scripted.set_scenario("ok", pieces=pieces, token_delay=0.0005)
     env = {"LLM_BASE_URL": upstream.base_url, "QDRANT_PATH": store_path, "SSE_SEND_TIMEOUT": "1"}
     with GatewayProcess(env) as gateway:
