@@ -154,10 +154,15 @@ async def test_free_text_conversation_switches_categories(
     back = await read_stream(client, FREE, {"sessionId": sid, "message": "처음 카테고리로"})
     assert category_of(back) == "PLOGGING"
 
-    # The conversation so far is in the prompt of the last request.
+    # A switch starts the prompt afresh (earlier answers are about another category) ...
+    switched = scripted.chat_requests[-1]["body"]["messages"]
+    assert not any(m["role"] == "assistant" for m in switched)
+    # ... and a follow-up keeps the category with the conversation so far in its prompt.
+    follow = await read_stream(client, FREE, {"sessionId": sid, "message": "그거 어떻게 시작해?"})
+    assert category_of(follow) == "PLOGGING"
     last_messages = scripted.chat_requests[-1]["body"]["messages"]
     texts = " ".join(m["content"] for m in last_messages)
-    assert "비건 챌린지 알려줘" in texts and "다른 거" in texts
+    assert "처음 카테고리로" in texts and "다른 거" in texts
     assert any(m["role"] == "assistant" for m in last_messages)
 
 

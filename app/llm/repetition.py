@@ -27,13 +27,23 @@ _ENDS = frozenset(".!?…\n")
 # ..."), or three of a longer phrase ("방법: 사무직에서 ... 방법: 사무직에서 ...").
 _PHRASE_LOOP = re.compile(r"(?:(.{1,20}?)\1{4,}|(.{12,80}?)\2{2,})$", re.S)
 _PHRASE_LOOP_MIN_CHARS = 24
+_PHRASE_LOOP_EVERY = 32  # characters between two phrase-loop searches
 _PHRASE_LOOP_WINDOW = 250  # the end of the sentence that is searched, so a check stays cheap
 
 
 class RepetitionGuard:
     """One per stream: ``feed(text) -> str`` then ``finish() -> str``; see the module docstring."""
 
-    __slots__ = ("_counts", "_held", "_max", "_min", "_saturated", "_sentence", "looping")
+    __slots__ = (
+        "_counts",
+        "_held",
+        "_longest",
+        "_max",
+        "_min",
+        "_saturated",
+        "_sentence",
+        "looping",
+    )
 
     def __init__(self, *, max_repeats: int = 2, min_chars: int = 8) -> None:
         self._max = max_repeats
@@ -42,6 +52,7 @@ class RepetitionGuard:
         self._saturated: list[str] = []  # sentences shown max_repeats times
         self._sentence: list[str] = []  # the sentence being written (shown and held)
         self._held = 0  # characters at the end of _sentence not shown yet
+        self._longest = 0  # length of the longest saturated sentence, with its spaces
         self.looping = False
 
     def feed(self, text: str) -> str:
@@ -84,16 +95,21 @@ class RepetitionGuard:
             self._counts[key] = seen
             if seen == self._max:
                 self._saturated.append(key)
+                self._longest = max(self._longest, len(self._sentence))
         out.append(self._release())
         self._sentence.clear()
 
     def _check_prefix(self, out: list[str]) -> None:
-        key = "".join(self._sentence).strip()
-        if key and self._is_repeat_prefix(key):
-            return  # hold: this may be one more copy of a saturated sentence
-        if len(key) >= _PHRASE_LOOP_MIN_CHARS and _PHRASE_LOOP.search(key[-_PHRASE_LOOP_WINDOW:]):
-            self.looping = True
-            return
+        size = len(self._sentence)
+        if self._saturated and size <= self._longest:
+            key = "".join(self._sentence).strip()
+            if key and self._is_repeat_prefix(key):
+                return  # hold: this may be one more copy of a saturated sentence
+        if size % _PHRASE_LOOP_EVERY == 0 and size >= _PHRASE_LOOP_MIN_CHARS:
+            # The search is costly: every few characters, over the end of the sentence only.
+            if _PHRASE_LOOP.search("".join(self._sentence[-_PHRASE_LOOP_WINDOW:]).strip()):
+                self.looping = True
+                return
         out.append(self._release())
 
     def _is_repeat_prefix(self, key: str) -> bool:
