@@ -65,7 +65,9 @@ class RepetitionGuard:
         "looping",
     )
 
-    def __init__(self, *, max_repeats: int = 2, min_chars: int = 8, max_tracked: int = 1000) -> None:
+    def __init__(
+        self, *, max_repeats: int = 2, min_chars: int = 8, max_tracked: int = 1000
+    ) -> None:
         self._max = max_repeats
         self._min = min_chars
         self._max_tracked = max_tracked

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 
@@ -24,7 +25,7 @@ def run(text: str, cuts: list[int]) -> tuple[str, bool]:
     """Feed ``text`` cut at ``cuts``; the shown text and whether the guard saw a loop."""
     guard = RepetitionGuard()
     bounds = [0, *sorted(cuts), len(text)]
-    shown = "".join(guard.feed(text[a:b]) for a, b in zip(bounds, bounds[1:], strict=False))
+    shown = "".join(guard.feed(text[a:b]) for a, b in itertools.pairwise(bounds))
     return shown + guard.finish(), guard.looping
 
 
