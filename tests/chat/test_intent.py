@@ -23,10 +23,18 @@ from app.rag.embedder import Embedder, load_embedder
 ROOT = Path(__file__).resolve().parents[2]
 TEST_SPLIT = ROOT / "bench" / "data" / "intent" / "test.jsonl"
 CLASSES = ("switch", "ask", "another", "back", "off_topic", "nonsense")
-# What the bundled example bank reaches on the test split today (bench/README.md "Intent"):
-# the lowest class recall is 0.55 (off_topic) and 1 of 133 on-topic turns is refused. Issue
-# 14's targets (0.95 per class, none refused) are not met yet; these floors keep what is.
-MIN_RECALL = 0.5
+# What the bundled example bank reaches on the test split today (bench/README.md "Intent"),
+# a turn or so below it so that an equal bank passes: switch 0.90, ask 0.86, another 0.60,
+# back 1.0, off_topic 0.94, nonsense 1.0; 1 of 132 on-topic turns is refused. Issue 14's
+# targets (0.95 per class, none refused) are not met yet; these floors keep what is.
+MIN_RECALL = {
+    "switch": 0.85,
+    "ask": 0.8,
+    "another": 0.6,
+    "back": 0.9,
+    "off_topic": 0.9,
+    "nonsense": 1.0,
+}
 MAX_ON_TOPIC_REFUSED = 1
 
 
@@ -50,8 +58,12 @@ def _state(row: dict[str, object]) -> SessionState:
     )
 
 
-def _decided(intent: Intent, state: SessionState) -> tuple[str, Category | None]:
+def _decided(intent: Intent, state: SessionState, gold: str) -> tuple[str, Category | None]:
+    """As bench/intent_eval.py judges it: a switch to the current category, or a general
+    question answered in some category before any was chosen, is an ordinary question."""
     if intent.kind is IntentKind.SWITCH and intent.category is state.category:
+        return "ask", None
+    if intent.kind is IntentKind.SWITCH and gold == "ask" and state.category is None:
         return "ask", None
     return intent.kind.value, intent.category
 
@@ -65,7 +77,8 @@ def test_split_outcomes(
     outcomes = []
     for row, vector in zip(rows, vectors, strict=True):
         state = _state(row)
-        kind, category = _decided(classifier.decide(row["message"], vector, state), state)
+        intent = classifier.decide(row["message"], vector, state)
+        kind, category = _decided(intent, state, str(row["intent"]))
         outcomes.append((row, kind, category))
     return outcomes
 
@@ -82,7 +95,7 @@ def test_each_class_of_the_test_split_is_understood(
         if kind == cls and (cls != "switch" or cat is Category[row["category"]])  # type: ignore[index]
     ]
     wrong = [(row["message"], kind, cat) for row, kind, cat in rows if row not in right]
-    assert len(right) / len(rows) >= MIN_RECALL, wrong
+    assert len(right) / len(rows) >= MIN_RECALL[cls], wrong
 
 
 def test_no_on_topic_turn_of_the_test_split_is_refused(
@@ -146,8 +159,18 @@ def test_a_named_category_wins_over_a_vague_vote(toy: IntentClassifier) -> None:
     assert toy.decide("플로깅은 어때", vague, IN_VEGAN) == Intent(
         IntentKind.SWITCH, Category.PLOGGING
     )
-    # ... but not over "another" / "back": "비건 말고 다른 거" asks for another one.
+    # ... and over "back" ("아까 플로깅으로 돌아가자"), but not over "another": "비건 말고
+    # 다른 거" asks for another one.
+    assert toy.decide("아까 플로깅으로", _unit(Act.BACK), IN_VEGAN) == Intent(
+        IntentKind.SWITCH, Category.PLOGGING
+    )
     assert toy.decide("비건 말고 다른 거", _unit(Act.ANOTHER), IN_VEGAN).kind is IntentKind.ANOTHER
+
+
+def test_with_no_category_yet_a_question_is_about_the_nearest_one(toy: IntentClassifier) -> None:
+    near_vegan = _unit(Act.ASK) * 0.9 + _unit(Act.TOPIC, Category.VEGAN) * 0.1
+    assert toy.decide("뭐부터 해?", near_vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
+    assert toy.decide("뭐부터 해?", near_vegan, IN_VEGAN) == Intent(IntentKind.ASK)
 
 
 def test_nonsense_is_decided_by_its_characters(toy: IntentClassifier) -> None:
