@@ -85,8 +85,13 @@ class Settings(BaseSettings):
     cors_allow_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
     api_keys_exempt_browsers: bool = True  # same-origin / CORS_ALLOW_ORIGINS pages need no key
-    rate_limit_per_minute: float = Field(60.0, ge=0)  # per client (key or IP); 0 turns it off
+    # Per user (a sessionId within its client) and per client (API key, else address); 0: off.
+    rate_limit_per_minute: float = Field(60.0, ge=0)
     rate_limit_burst: int = Field(20, ge=1)
+    client_rate_limit_per_minute: float = Field(1200.0, ge=0)  # room for a relay's users
+    client_rate_limit_burst: int = Field(200, ge=1)
+    # Proxies whose X-Forwarded-For names the client (addresses or CIDRs; "*": any).
+    trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_max_concurrent: int = Field(2, ge=1)  # generations at once on one sessionId
 
     # --- logs ---
@@ -113,7 +118,7 @@ class Settings(BaseSettings):
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("cors_allow_origins", "api_keys", mode="before")
+    @field_validator("cors_allow_origins", "api_keys", "trusted_proxies", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

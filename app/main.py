@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.chat.events import envelope
 from app.chat.intent_bank import build_classifier
@@ -27,7 +28,7 @@ from app.chat.streams import open_stream_hub
 from app.config import Settings, get_settings
 from app.deps import ChatContext
 from app.errors import BadInput, InternalFailure
-from app.limits import Limits
+from app.limits import open_limits
 from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, setup_logging
@@ -60,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             open_retriever(settings) as retriever,
             build_http_client(settings) as http,
             UpstreamPool.from_settings(settings, http, metrics) as upstreams,  # health checks
+            open_limits(settings) as limits,
             # Last: on exit it stops the generations before the clients they use close.
             open_stream_hub(settings) as streams,
         ):
@@ -90,7 +92,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             # whose collections walk every kept log. CPU per chunk at 100 streams: 152 ->
             # 131 µs; the scaling limit 400 -> 750 streams (bench/README.md "Profile").
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
-            limits = Limits(settings)
             yield {
                 "settings": settings,
                 "http": http,
@@ -119,6 +120,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["x-session-id", "x-request-id"],
         )
+    if settings.trusted_proxies:
+        # The client behind a trusted proxy is the one it forwards (rate limits, logs).
+        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
     app.add_middleware(RequestIdMiddleware)
     app.include_router(recommendation.router)
     app.include_router(health.router)

@@ -66,6 +66,7 @@ GATEWAY_ENV = {
     "CORPUS_PATH": str(TINY_CORPUS),  # ingested at start-up into the in-memory store
     "LLM_MODEL": "scripted-model",
     "RATE_LIMIT_PER_MINUTE": "0",  # all bench traffic comes from 127.0.0.1
+    "CLIENT_RATE_LIMIT_PER_MINUTE": "0",
     "SESSION_MAX_CONCURRENT": "100000",
 }
 

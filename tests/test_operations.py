@@ -29,8 +29,10 @@ def limited_gateway(upstream: ScriptedUpstreamThread, store_path: str) -> Iterat
     env = {
         "LLM_BASE_URL": upstream.base_url,
         "QDRANT_PATH": store_path,
-        "RATE_LIMIT_PER_MINUTE": "6",  # one token per 10 s: the retry hint is easy to check
+        "RATE_LIMIT_PER_MINUTE": "6",  # per user: 3 at once, then one per 10 s
         "RATE_LIMIT_BURST": "3",
+        "CLIENT_RATE_LIMIT_PER_MINUTE": "10",  # per client (key or address): 5 at once
+        "CLIENT_RATE_LIMIT_BURST": "5",
         "API_KEYS": f"other-key,{KEY}",
         "SESSION_MAX_CONCURRENT": "1",
         "LOG_FORMAT": "json",
@@ -64,27 +66,90 @@ async def test_api_key_is_required_of_callers_but_not_of_the_page(
         assert page.status_code == 200 and "event: close" in page.text
 
 
-async def test_rate_limit_gives_429_with_a_retry_hint_and_the_server_keeps_serving(
+async def test_one_user_is_limited_by_its_session_with_a_retry_hint(
     limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
 ) -> None:
     auth = {"x-api-key": KEY}
+    user = {**PARAMS, "sessionId": "user-1"}
     async with httpx.AsyncClient(base_url=limited_gateway.url, timeout=30, headers=auth) as http:
-        statuses = [(await http.post(BASE, json=PARAMS)).status_code for _ in range(3)]
+        statuses = [(await http.post(BASE, json=user)).status_code for _ in range(3)]
         assert statuses == [200, 200, 200]  # the burst
-        post = await http.post(BASE, json=PARAMS)
+        post = await http.post(BASE, json=user)
         assert post.status_code == 429
-        assert 1 <= int(post.headers["retry-after"]) <= 10
+        assert 1 <= int(post.headers["retry-after"]) <= 30  # the burst refills in 30 s
         assert post.json()["data"]["retryAfterSeconds"] >= 1
-        stream = await read_stream(http, BASE, PARAMS)
+        stream = await read_stream(http, BASE, user)
         assert_well_formed(stream)
         assert stream.terminal.event == "error" and stream.terminal.payload["status"] == 429
         assert "잠시 후" in stream.terminal.payload["message"]
         assert len(scripted.chat_requests) == 3
 
-        # Another key is another client with its own bucket; health is never limited.
-        other = await http.post(BASE, json=PARAMS, headers={"x-api-key": "other-key"})
+        # Another user of the same client is served; health is never limited.
+        other = await http.post(BASE, json={**PARAMS, "sessionId": "user-2"})
         assert other.status_code == 200
         assert (await http.get("/health")).status_code == 200
+
+
+async def test_one_client_is_limited_across_its_users_and_keys_count_apart(
+    limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=limited_gateway.url, timeout=30, headers={"x-api-key": KEY}
+    ) as http:
+        statuses = [
+            (await http.post(BASE, json={**PARAMS, "sessionId": f"u{i}"})).status_code
+            for i in range(6)
+        ]
+        assert statuses == [200] * 5 + [429]
+        # X-Forwarded-For from a proxy that is not trusted changes nothing.
+        forged = await http.post(
+            BASE, json={**PARAMS, "sessionId": "u9"}, headers={"x-forwarded-for": "203.0.113.9"}
+        )
+        assert forged.status_code == 429
+        other = await http.post(BASE, json=PARAMS, headers={"x-api-key": "other-key"})
+        assert other.status_code == 200
+        assert len(scripted.chat_requests) == 6
+
+
+async def test_behind_a_trusted_proxy_each_forwarded_client_has_its_own_limit(
+    upstream: ScriptedUpstreamThread, store_path: str, scripted: ScriptedUpstreamThread
+) -> None:
+    env = {
+        "LLM_BASE_URL": upstream.base_url,
+        "QDRANT_PATH": store_path,
+        "CLIENT_RATE_LIMIT_PER_MINUTE": "4",
+        "CLIENT_RATE_LIMIT_BURST": "2",
+        "TRUSTED_PROXIES": "127.0.0.0/8",
+    }
+    with GatewayProcess(env) as gateway:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+
+            async def status(client: str) -> int:
+                headers = {"x-forwarded-for": f"{client}, 127.0.0.1"}  # the last hop appended
+                return (await http.post(BASE, json=PARAMS, headers=headers)).status_code
+
+            assert [await status("198.51.100.1") for _ in range(3)] == [200, 200, 429]
+            assert await status("198.51.100.2") == 200  # another user behind the same proxy
+
+
+async def test_a_burst_of_relayed_users_from_one_address_is_served_on_the_defaults(
+    upstream: ScriptedUpstreamThread, store_path: str, scripted: ScriptedUpstreamThread
+) -> None:
+    """A backend relays 60 users at once from its one address, no key, no forwarded header:
+    each user has its own session, so none is refused as if they were one client."""
+    env = {"LLM_BASE_URL": upstream.base_url, "QDRANT_PATH": store_path}
+    with GatewayProcess(env, default_limits=True) as gateway:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as http:
+            statuses: list[int] = []
+
+            async def user(number: int) -> None:
+                body = {"sessionId": f"relayed-{number}", "message": "비건 챌린지 알려줘"}
+                statuses.append((await http.post(FREE, json=body)).status_code)
+
+            async with anyio.create_task_group() as group:
+                for number in range(60):
+                    group.start_soon(user, number)
+        assert statuses == [200] * 60
 
 
 async def test_one_session_runs_one_generation_at_a_time(

@@ -222,14 +222,14 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
     return JSONResponse(envelope(500, failure.message, None), status_code=500, headers=headers)
 
 
-def _start(
+async def _start(
     request: Request, chat: ChatContext, body: BaseInfoBody | FreeTextBody
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str]]:
     """The pipeline's events for ``body``, and the headers that name its session and request."""
     request_id = current_request_id()
     session_id, problem = _session(body.sessionId)
     if problem is None:
-        refusal = chat.limits.admit(request)
+        refusal = await chat.limits.admit(request, session_id)
         problem = None if refusal is None else Failed(refusal)
     events: AsyncIterator[StreamEvent]
     if problem is not None:
@@ -296,7 +296,7 @@ async def base_info_stream(request: Request) -> Response:
         workType=query.get("workType"),
         category=query.get("category"),
     )
-    events, headers = _start(request, chat, body)
+    events, headers = await _start(request, chat, body)
     return _sse(events, headers, chat, "base-info")
 
 
@@ -311,7 +311,7 @@ async def free_text_stream(request: Request) -> Response:
         return resumed
     query = request.query_params
     body = FreeTextBody(sessionId=query.get("sessionId"), message=query.get("message"))
-    events, headers = _start(request, chat, body)
+    events, headers = await _start(request, chat, body)
     return _sse(events, headers, chat, "free-text")
 
 
@@ -326,7 +326,7 @@ async def base_info_json(
     chat: ChatDep,
     body: BaseInfoBody,
 ) -> Response:
-    events = _start(request, chat, body)
+    events = await _start(request, chat, body)
     return await _as_json(request, chat.metrics, "base-info-json", *events)
 
 
@@ -341,5 +341,5 @@ async def free_text_json(
     chat: ChatDep,
     body: FreeTextBody,
 ) -> Response:
-    events = _start(request, chat, body)
+    events = await _start(request, chat, body)
     return await _as_json(request, chat.metrics, "free-text-json", *events)

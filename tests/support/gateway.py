@@ -26,10 +26,13 @@ def free_port() -> int:
 class GatewayProcess:
     """``with GatewayProcess({"LLM_BASE_URL": ...}) as gw: gw.url`` — a live gateway."""
 
-    def __init__(self, env: dict[str, str], *, startup_timeout: float = 30.0) -> None:
+    def __init__(
+        self, env: dict[str, str], *, startup_timeout: float = 30.0, default_limits: bool = False
+    ) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = env
+        self._default_limits = default_limits
         self._startup_timeout = startup_timeout
         self._log = tempfile.NamedTemporaryFile(prefix="gateway-", suffix=".log", delete=False)
         self.log_path = Path(self._log.name)
@@ -40,11 +43,22 @@ class GatewayProcess:
             key: value
             for key, value in os.environ.items()
             if not key.startswith(
-                ("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_", "RATE_LIMIT_", "API_KEYS")
+                (
+                    "LLM_",
+                    "SSE_",
+                    "SESSION_",
+                    "QDRANT_",
+                    "RETRIEVAL_",
+                    "RATE_LIMIT_",
+                    "CLIENT_RATE_LIMIT_",
+                    "TRUSTED_PROXIES",
+                    "API_KEYS",
+                )
             )
         }
-        # Tests send bursts from one address; a test of the rate limit sets its own.
-        env["RATE_LIMIT_PER_MINUTE"] = "0"
+        if not self._default_limits:
+            # Tests send bursts from one address; a test of the rate limits sets its own.
+            env["RATE_LIMIT_PER_MINUTE"] = env["CLIENT_RATE_LIMIT_PER_MINUTE"] = "0"
         env.update(self._env)
         self.process = subprocess.Popen(
             [
@@ -58,6 +72,7 @@ class GatewayProcess:
                 str(self.port),
                 "--log-level",
                 "warning",
+                "--no-proxy-headers",  # as scripts/run.sh: TRUSTED_PROXIES is the one switch
             ],
             cwd=ROOT,
             env=env,
