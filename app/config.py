@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)
+    # Recent query vectors and search results kept (0: none), and how long results stay.
+    retrieval_cache_size: int = Field(2048, ge=0)
+    retrieval_cache_seconds: float = Field(600.0, gt=0)
 
     # --- conversation ---
     max_message_chars: int = Field(200, ge=1)

@@ -33,6 +33,7 @@ from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, setup_logging
 from app.metrics import Metrics
+from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
 from app.routers import health, page, recommendation
 
@@ -67,9 +68,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         ):
             llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
             intents = await anyio.to_thread.run_sync(build_classifier, retriever.embedder)
+            size = settings.retrieval_cache_size
             service = RecommendationService(
                 llm=llm,
-                retriever=retriever,
+                retriever=CachedRetriever(
+                    retriever, size=size, ttl=settings.retrieval_cache_seconds
+                )
+                if size
+                else retriever,
                 intents=intents,
                 sessions=sessions,
                 settings=settings,

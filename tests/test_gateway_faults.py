@@ -203,3 +203,21 @@ async def test_looping_answer_is_stopped_and_closes(
             break
         await anyio.sleep(0.02)
     assert scripted.stats["streams_aborted_by_client"] >= 1
+
+
+async def test_a_loop_on_text_copied_from_the_catalogue_is_not_shown_a_third_time(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The model copies a retrieved item's first sentence and loops on it: the items that fill
+    # up the close skip that item, so the sentence is not shown a third time that way either.
+    scripted.set_scenario("raw", content='{"recommend": "텀블러를 쓰', token_delay=0.0)
+    filled = (await read_stream(client, BASE, PARAMS)).terminal.payload["data"]["challenges"]
+    copied = filled[0]["description"].split(". ")[0].rstrip(".") + "."
+    content = '{"recommend": "' + (copied + " ") * 20 + '", "challenges": []}'
+    scripted.set_scenario("raw", content=content, token_delay=0.001)
+    result = await read_stream(client, BASE, PARAMS)
+    assert_well_formed(result)
+    assert result.terminal.event == "close", result.frames
+    assert result.text.count(copied) == 2
+    titles = [c["title"] for c in result.terminal.payload["data"]["challenges"]]
+    assert filled[0]["title"] not in titles and len(titles) >= 1

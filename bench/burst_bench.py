@@ -1,0 +1,226 @@
+"""A burst of users behind one relay: are they all served, and how long do they wait?
+
+The production path is browser -> backend -> gateway, so every user arrives from the
+backend's one address. This bench sends bursts of 50, 100 and 200 free-text users at once
+from one address (each its own ``sessionId`` and its own message, no API key, no forwarded
+header) while one answer is already streaming, on the gateway's default limits, against the
+fast scripted upstream (``bench/fast_upstream.py``: 100 chunks, 50 ms apart). Side by side in
+one run, one gateway per row:
+
+    floor       retrieval off (RETRIEVAL_K=0): the proxy path alone
+    retrieval   the defaults: bundled corpus in the embedded store, query cache on
+    no-cache    retrieval on, RETRIEVAL_CACHE_SIZE=0 (every turn embeds and searches)
+
+Per burst: users served (a ``close``), refused (an ``error``: 429 or 503), TTFT (request sent
+-> first text from the upstream) p50/p90/p99, the same minus the direct upstream's TTFT p50
+(ADDED), and the worst extra gap of the stream that was already running (its largest gap
+between two chunks, minus the upstream's 50 ms). The messages are the on-topic turns of
+bench/data/intent/dev.jsonl and the queries of bench/data/queries_ko.jsonl, distinct, so the
+cache helps only where users really repeat each other; the intent step may still answer a
+few of them as off-topic without the upstream: those are counted apart ("friendly") and left
+out of the TTFT.
+
+    .venv/bin/python bench/burst_bench.py [--bursts 50,100,200] [--rows floor,retrieval,no-cache]
+
+The load generator runs in this process on the same 2 cores as the gateway and the upstream:
+the figures are the whole machine's, as a relay on the same host would see them.
+Writes bench/results/burst.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness
+
+INTERVAL = 0.05
+CHUNKS = 100  # 5 s per answer: the running stream outlasts the burst's first texts
+DEFAULT_LIMITS = {  # GATEWAY_ENV turns limits off for the other benches; this one keeps them
+    "RATE_LIMIT_PER_MINUTE": "60",
+    "RATE_LIMIT_BURST": "20",
+    "CLIENT_RATE_LIMIT_PER_MINUTE": "1200",
+    "CLIENT_RATE_LIMIT_BURST": "200",
+    "SESSION_MAX_CONCURRENT": "2",
+}
+
+
+def messages() -> list[str]:
+    dev = harness.BENCH / "data" / "intent" / "dev.jsonl"
+    queries = harness.BENCH / "data" / "queries_ko.jsonl"
+    turns = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines()]
+    picked = [t["message"] for t in turns if t["intent"] in ("switch", "ask")]
+    for line in queries.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row.get("relevant_ids"):
+            picked.append(row["query"])
+    return list(dict.fromkeys(picked))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+async def one_user(client: httpx.AsyncClient, session: str, message: str) -> dict[str, Any]:
+    started = time.perf_counter()
+    first: float | None = None
+    event = terminal = None
+    upstream_text = False
+    params = {"sessionId": session, "message": message}
+    async with client.stream("GET", harness.FREE_TEXT, params=params) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "challenge":
+                if first is None and "~" in line:  # the upstream's marker: real model text
+                    first = time.perf_counter() - started
+                    upstream_text = True
+            elif line.startswith("data:") and event in ("close", "error"):
+                terminal = (event, json.loads(line[5:])["status"])
+    return {"ttft": first, "terminal": terminal, "upstream": upstream_text}
+
+
+async def running_stream(client: httpx.AsyncClient, started: asyncio.Event) -> list[float]:
+    """A base-info answer already streaming: its chunk arrival times."""
+    arrivals: list[float] = []
+    query = {**harness.BASE_INFO_QUERY, "sessionId": "already-running"}
+    async with client.stream("GET", harness.BASE_INFO, params=query) as response:
+        event = None
+        async for line in response.aiter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event == "challenge" and "~" in line:
+                arrivals.append(time.perf_counter())
+                started.set()
+    return arrivals
+
+
+async def burst(url: str, users: int, texts: list[str], tag: str) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        started = asyncio.Event()
+        runner = asyncio.create_task(running_stream(client, started))
+        await asyncio.wait_for(started.wait(), 30)
+        await asyncio.sleep(0.3)  # a few chunks in: the gaps before the burst are the baseline
+        # Past the distinct messages, a number makes each one new again (no cache hit).
+        asked = [texts[i % len(texts)] + (f" {i}" if i >= len(texts) else "") for i in range(users)]
+        results = await asyncio.gather(
+            *(one_user(client, f"{tag}-{users}-{i}", text) for i, text in enumerate(asked))
+        )
+        arrivals = await runner
+    gaps = [b - a for a, b in itertools.pairwise(arrivals)]
+    served = sum(1 for r in results if r["terminal"] and r["terminal"][0] == "close")
+    refused = [r["terminal"][1] for r in results if r["terminal"] and r["terminal"][0] == "error"]
+    ttfts = [r["ttft"] * 1000 for r in results if r["ttft"] is not None]
+    return {
+        "users": users,
+        "served": served,
+        "refused": len(refused),
+        "refused_statuses": sorted(set(refused)),
+        "friendly": sum(1 for r in results if r["terminal"] and not r["upstream"]),
+        "ttft_ms": {q: round(pct(ttfts, q), 1) for q in (50, 90, 99)},
+        "running_worst_extra_gap_ms": round((max(gaps) - INTERVAL) * 1000, 1) if gaps else None,
+    }
+
+
+async def direct_ttft(url: str, n: int = 20) -> float:
+    """The upstream's own TTFT, sequential requests straight to it (ms, p50)."""
+    times = []
+    async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+        for _ in range(n):
+            started = time.perf_counter()
+            async with client.stream("POST", "/v1/chat/completions", json=harness.CHAT_BODY) as r:
+                async for line in r.aiter_lines():
+                    if "~" in line:
+                        times.append((time.perf_counter() - started) * 1000)
+                        break
+    return statistics.median(times)
+
+
+ROWS = {
+    "floor": {"RETRIEVAL_K": "0"},
+    "retrieval": {},
+    "no-cache": {"RETRIEVAL_CACHE_SIZE": "0"},
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bursts", default="50,100,200")
+    parser.add_argument("--rows", default=",".join(ROWS))
+    args = parser.parse_args()
+    bursts = [int(b) for b in args.bursts.split(",")]
+    texts = messages()
+    print(f"{len(texts)} distinct messages; bursts {bursts}; rows {args.rows}")
+    results: list[dict[str, Any]] = []
+    with harness.upstream(interval=INTERVAL, chunks=CHUNKS) as up:
+        direct = asyncio.run(direct_ttft(up.url))
+        print(f"direct upstream TTFT p50 {direct:.1f} ms")
+        for row in args.rows.split(","):
+            with tempfile.TemporaryDirectory(prefix="burst-store-") as store:
+                env = {
+                    **DEFAULT_LIMITS,
+                    "RETRIEVAL_K": "3",
+                    "QDRANT_PATH": str(Path(store) / "qdrant"),
+                    "CORPUS_PATH": str(harness.ROOT / "app" / "rag" / "data" / "challenges.jsonl"),
+                    **ROWS[row],
+                }
+                with harness.gateway(up.url + "/v1", env=env, startup_timeout=300) as gw:
+                    asyncio.run(burst(gw.url, 5, texts[-5:], f"{row}-warm"))  # warm up
+                    for users in bursts:
+                        result = asyncio.run(burst(gw.url, users, texts, row))
+                        result["row"] = row
+                        result["added_ttft_ms"] = {
+                            q: round(v - direct, 1) for q, v in result["ttft_ms"].items()
+                        }
+                        results.append(result)
+                        print_row(result)
+                        time.sleep(1.0)
+    harness.RESULTS.mkdir(exist_ok=True)
+    out = harness.RESULTS / "burst.json"
+    out.write_text(
+        json.dumps(
+            {
+                "bench": "burst",
+                "machine": platform.platform(),
+                "direct_ttft_ms_p50": round(direct, 1),
+                "results": results,
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"written: {out.relative_to(harness.ROOT)}")
+    return 0
+
+
+def print_row(r: dict[str, Any]) -> None:
+    t, a = r["ttft_ms"], r["added_ttft_ms"]
+    print(
+        f"{r['row']:<10} {r['users']:>4} users  served {r['served']:>4}  refused {r['refused']:>3}"
+        f"  friendly {r['friendly']:>3}  TTFT p50/p90/p99 {t[50]:>7.1f} {t[90]:>7.1f} {t[99]:>7.1f}"
+        f"  ADDED {a[50]:>7.1f} {a[90]:>7.1f} {a[99]:>7.1f}"
+        f"  running stream worst extra gap {r['running_worst_extra_gap_ms']} ms"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
