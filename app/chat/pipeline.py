@@ -36,7 +36,7 @@ from app.errors import (
 from app.limits import SessionSlots
 from app.llm.client import ChatMessage, LLMClient
 from app.llm.prompts import base_info_messages, free_text_messages
-from app.llm.repetition import RepetitionGuard
+from app.llm.repetition import RepetitionGuard, sentences
 from app.llm.schema import (
     DESCRIPTION_MAX_CHARS,
     MAX_CHALLENGES,
@@ -336,7 +336,7 @@ def _salvage(partial: Answer, hits: Sequence[Hit], shown: str) -> tuple[Answer, 
     copied from that very item."""
     recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
     items = list({item.title: item for item in partial.challenges}.values())[:MAX_CHALLENGES]
-    seen = set(_sentences(shown))
+    seen = set(sentences(shown))
     added: list[str] = []
     for hit in hits:
         if len(items) >= MAX_CHALLENGES:
@@ -345,7 +345,7 @@ def _salvage(partial: Answer, hits: Sequence[Hit], shown: str) -> tuple[Answer, 
         if any(item.title == title for item in items):
             continue
         description = _first_sentences(hit.document.body, DESCRIPTION_MAX_CHARS)
-        if seen.intersection(_sentences(description)):
+        if seen.intersection(sentences(description)):
             continue
         items.append(ChallengeItem(title=title, description=description))
         added.append(f"\n\n{title}\n{description}")
@@ -356,12 +356,6 @@ def _without_repeats(text: str) -> str:
     """``text`` with each sentence kept at most twice (what the guard let through)."""
     guard = RepetitionGuard()
     return (guard.feed(text) + guard.finish()).strip()
-
-
-def _sentences(text: str) -> list[str]:
-    """The sentences of ``text`` long enough to count as a repeat (as RepetitionGuard)."""
-    parts = (part.strip() for part in re.split(r"(?<=[.!?…\n])", text))
-    return [part for part in parts if len(part) >= 8]
 
 
 def _first_sentences(text: str, limit: int) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["RepetitionGuard"]
+__all__ = ["RepetitionGuard", "sentences"]
 
 _END = re.compile(r"[.!?…\n]")
 # A phrase repeated at the end of a sentence: five copies of up to 11 characters ("좋아요
@@ -33,6 +33,13 @@ _LONG_PHRASE, _LONG_COPIES = 80, 3
 _LOOP_MIN_CHARS = 24
 _LOOP_EVERY = 32  # new characters between two phrase-loop checks
 _LOOP_WINDOW = _LONG_PHRASE * _LONG_COPIES  # the end of the sentence that is checked
+
+
+def sentences(text: str, min_chars: int = 8) -> list[str]:
+    """The sentences of ``text`` that the guard compares: split after each end, trimmed,
+    ``min_chars`` long at least."""
+    parts = (part.strip() for part in re.split(r"(?<=[.!?…\n])", text))
+    return [part for part in parts if len(part) >= min_chars]
 
 
 def _ends_in_phrase_loop(text: str) -> bool:
