@@ -45,8 +45,9 @@ class Settings(BaseSettings):
     llm_repetition_penalty: float = Field(1.05, gt=0)
     llm_max_tokens: int = Field(768, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
-    # With structured output: challenge titles must be retrieved catalogue titles (enum).
-    llm_grounded_titles: bool = False
+    # With structured output: challenge titles must be retrieved catalogue titles (enum), so
+    # that every recommended challenge is one the catalogue (and the backend) knows.
+    llm_grounded_titles: bool = True
 
     # --- retrieval ---
     qdrant_url: str | None = None  # a Qdrant server/cluster; None: embedded local mode

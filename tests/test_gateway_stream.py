@@ -8,7 +8,7 @@ import json
 import httpx
 import pytest
 
-from app.llm.schema import ANSWER_JSON_SCHEMA
+from app.llm.schema import ANSWER_JSON_SCHEMA, answer_schema
 from tests.support.sse import assert_well_formed, read_stream
 from tests.upstream.scripted_openai import (
     DEFAULT_ANSWER,
@@ -56,9 +56,13 @@ async def test_base_info_streams_display_text_then_close(
     for field in ("temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"):
         assert field in body, field
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == ANSWER_JSON_SCHEMA
     prompt = json.dumps(body["messages"], ensure_ascii=False)
     assert "바닷가" in prompt and "현장직" in prompt and "플로깅" in prompt
+    # Grounded titles (the default): the schema, with each title one of the retrieved ones.
+    schema = body["response_format"]["json_schema"]["schema"]
+    titles = schema["$defs"]["ChallengeItem"]["properties"]["title"]["enum"]
+    assert schema == answer_schema(titles) != ANSWER_JSON_SCHEMA
+    assert len(titles) == 3 and all(title in prompt for title in titles)
     assert request["headers"]["x-request-id"] == result.headers["x-request-id"]
 
 
