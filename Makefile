@@ -43,6 +43,7 @@ bench: install ## run every benchmark under bench/ (about 35 min; bench/README.m
 	$(PY) bench/scrubber_bench.py
 	$(PY) bench/disconnect_bench.py --trials 1000
 	$(PY) bench/retrieval_bench.py
+	$(PY) bench/store_bench.py
 	$(PY) bench/overhead_bench.py
 	$(PY) bench/scaling_bench.py --compare-flags
 	$(PY) bench/profile_gateway.py

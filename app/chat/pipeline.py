@@ -383,6 +383,8 @@ def _next_category(intent: Intent, state: SessionState) -> Category | None:
     if kind is IntentKind.BACK_TO_BASE:
         return state.base_category or state.category
     if kind is IntentKind.ANOTHER:
-        others = [c for c in Category if c is not state.category]
-        return random.choice(others)
+        # Something the user has not seen in this session: neither the current category nor
+        # the one picked in base-info.
+        seen = {state.category, state.base_category}
+        return random.choice([c for c in Category if c not in seen])
     return state.category

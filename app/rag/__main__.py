@@ -5,13 +5,15 @@
     python -m app.rag search - [...]                   (one query per line from stdin)
 
 Settings come from the environment as for the gateway (QDRANT_URL, QDRANT_PATH,
-QDRANT_COLLECTION, EMBEDDING_MODEL). A local store folder is locked while the gateway runs.
+QDRANT_COLLECTION, EMBEDDING_MODEL). An embedded store folder is locked while the gateway
+runs. Ingest ends by building the search index (it can take minutes on a large corpus).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Iterator
@@ -23,7 +25,7 @@ from app.rag.corpus import load_corpus
 from app.rag.embedder import load_embedder
 from app.rag.ingest import ingest
 from app.rag.retriever import HybridRetriever, SearchMode
-from app.rag.store import configured_store
+from app.rag.store_open import configured_store
 
 
 def _progress(done: int, total: int) -> None:
@@ -113,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     search_cmd.add_argument("--category", help="only this category (label or code)")
     search_cmd.set_defaults(run=_search)
     args = parser.parse_args(argv)
+    # Ingest reports its index build through logging: app.rag's own lines go to stderr, like
+    # the progress line (not every library's INFO lines).
+    logger = logging.getLogger("app.rag")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("  %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
     return int(args.run(args))
 
 

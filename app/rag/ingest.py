@@ -3,13 +3,17 @@
 Each point's id is a hash of everything that shapes its vectors and payload (the document's
 fields and the embedder's name), so a second run finds every id present and changes
 nothing; an edited document gets a new id, and its old point is deleted. Embedding runs in
-batches, with progress reported per batch.
+batches, with progress reported per batch. Last, the store builds its search index
+(``VectorStore.optimize``): here, at ingest, because it blocks for as long as it runs (the
+embedded engine holds the GIL throughout), which a serving gateway could not afford.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +25,8 @@ from app.rag.sparse import SparseEncoder, terms
 from app.rag.store import VectorStore
 
 __all__ = ["IngestReport", "ingest", "point_id"]
+
+log = logging.getLogger(__name__)
 
 Progress = Callable[[int, int], None]
 
@@ -85,6 +91,12 @@ def ingest(
 
     replaced = store.stale(collection, [d.id for _, d in todo], ids) if todo else []
     store.delete(collection, replaced)
+    # Also when nothing changed: a run cut short before this line left the index unbuilt.
+    log.info("building the search index of %r", collection)
+    started = time.monotonic()
+    rebuilt = store.optimize(collection)
+    outcome = "built" if rebuilt else "had nothing to rebuild"
+    log.info("search index %s (%.1f s)", outcome, time.monotonic() - started)
     return IngestReport(
         total=len(documents),
         added=len(todo),

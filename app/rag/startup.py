@@ -14,7 +14,8 @@ from app.rag.corpus import load_corpus
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.ingest import ingest
 from app.rag.retriever import HybridRetriever, SearchMode
-from app.rag.store import VectorStore, configured_store
+from app.rag.store import VectorStore
+from app.rag.store_open import configured_store
 
 __all__ = ["VectorStoreUnavailable", "open_retriever"]
 
@@ -29,13 +30,14 @@ class VectorStoreUnavailable(RuntimeError):
 async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
     """The configured retriever, ready to search; closes the store on exit.
 
-    Loading the model, the local store and a first ingest are blocking work, done in a
-    worker thread so that nothing else waits on them.
+    Loading the model, the embedded store and a first ingest (with its index build) are
+    blocking work, done in a worker thread and before serving.
     """
     store = await anyio.to_thread.run_sync(configured_store, settings)
     try:
         embedder = await anyio.to_thread.run_sync(load_embedder, settings.embedding_model)
         try:
+            # StoreUnavailable (an OSError): the embedded store's folder could not be opened.
             await _ingest_if_empty(settings, store, embedder)
         except (OSError, ResponseHandlingException, UnexpectedResponse) as exc:
             where = settings.qdrant_url or settings.qdrant_path

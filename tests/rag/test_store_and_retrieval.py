@@ -1,5 +1,7 @@
-"""The vector store in embedded local mode, idempotent ingest, hybrid retrieval in Korean,
-the operator CLI, the LangChain adapter, and the gateway's first-start ingest."""
+"""The vector stores (embedded qdrant-edge; the server path through qdrant-client, its
+in-memory mode standing in for a server), idempotent ingest, hybrid retrieval in Korean, the
+same ranking on both engines, the operator CLI, the LangChain adapter, and the gateway's
+first-start ingest."""
 
 from __future__ import annotations
 
@@ -19,10 +21,13 @@ from app.rag.embedder import Embedder, load_embedder
 from app.rag.ingest import ingest
 from app.rag.langchain import ChallengeRetriever
 from app.rag.retriever import HybridRetriever, SearchMode
-from app.rag.store import StoreMismatch, VectorStore, open_store
+from app.rag.store import StoreMismatch, StoreUnavailable, VectorStore
+from app.rag.store_edge import EdgeStore
+from app.rag.store_open import open_store
+from app.rag.store_server import ServerStore, in_memory
 from tests.support.gateway import ROOT, GatewayProcess
 from tests.support.sse import read_stream
-from tests.support.store import CORPUS
+from tests.support.store import CORPUS, stored_points
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
 
 COLLECTION = "challenges"
@@ -41,9 +46,10 @@ def small_corpus() -> list[Document]:
     return [by_id[f"{prefix}-00{n}"] for prefix in prefixes for n in (1, 2, 3)]
 
 
-@pytest.fixture
-def local_store(tmp_path: Path) -> Iterator[VectorStore]:
-    store = open_store(url=None, path=tmp_path / "qdrant")
+@pytest.fixture(params=["edge", "server"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    """Each engine in turn: the embedded store, and the server path (in-memory stand-in)."""
+    store = EdgeStore(tmp_path / "qdrant") if request.param == "edge" else in_memory()
     yield store
     store.close()
 
@@ -56,11 +62,11 @@ def bundled(store_template: Path, tmp_path_factory: pytest.TempPathFactory) -> I
 
 
 def test_ingest_is_idempotent_and_replaces_edited_documents(
-    local_store: VectorStore, embedder: Embedder, small_corpus: list[Document]
+    any_store: VectorStore, embedder: Embedder, small_corpus: list[Document]
 ) -> None:
     progress: list[tuple[int, int]] = []
     first = ingest(
-        local_store,
+        any_store,
         COLLECTION,
         embedder,
         small_corpus,
@@ -69,25 +75,138 @@ def test_ingest_is_idempotent_and_replaces_edited_documents(
     )
     assert (first.added, first.unchanged, first.replaced) == (24, 0, 0)
     assert progress == [(10, 24), (20, 24), (24, 24)]
-    assert local_store.count(COLLECTION) == 24
+    assert any_store.count(COLLECTION) == 24
 
-    second = ingest(local_store, COLLECTION, embedder, small_corpus)
+    second = ingest(any_store, COLLECTION, embedder, small_corpus)
     assert (second.added, second.unchanged, second.replaced) == (0, 24, 0)
-    assert local_store.count(COLLECTION) == 24
+    assert any_store.count(COLLECTION) == 24
 
     edited = [
         replace(small_corpus[0], body=small_corpus[0].body + " 오늘부터 시작해요."),
         *small_corpus[1:],
     ]
-    third = ingest(local_store, COLLECTION, embedder, edited)
+    third = ingest(any_store, COLLECTION, embedder, edited)
     assert (third.added, third.unchanged, third.replaced) == (1, 23, 1)
-    assert local_store.count(COLLECTION) == 24
+    assert any_store.count(COLLECTION) == 24
 
 
-def test_collection_of_another_width_is_refused(local_store: VectorStore) -> None:
-    local_store.ensure_collection(COLLECTION, 384)
-    with pytest.raises(StoreMismatch, match="--recreate"):
-        local_store.ensure_collection(COLLECTION, 768)
+def test_collection_of_another_width_is_refused(any_store: VectorStore, tmp_path: Path) -> None:
+    assert any_store.ensure_collection(COLLECTION, 384)
+    assert not any_store.ensure_collection(COLLECTION, 384)
+    with pytest.raises(StoreMismatch, match=r"384-wide .* makes 768.*--recreate"):
+        any_store.ensure_collection(COLLECTION, 768)
+    if isinstance(any_store, EdgeStore):  # and after a restart, from what the shard keeps
+        any_store.close()
+        reopened = EdgeStore(tmp_path / "qdrant")
+        try:
+            with pytest.raises(StoreMismatch, match="--recreate"):
+                reopened.ensure_collection(COLLECTION, 768)
+        finally:
+            reopened.close()
+
+
+def _search_all(store: VectorStore, embedder: Embedder) -> list[list[str]]:
+    retriever = HybridRetriever(store, COLLECTION, embedder)
+    return [
+        [hit.document.id for hit in retriever.search(query, k=5, category=category)]
+        for query in ("텀블러 챌린지", "해변 플로깅", "회사에서 할 수 있는 것")
+        for category in (None, Category.PLOGGING)
+    ]
+
+
+def test_edge_store_survives_a_restart(
+    tmp_path: Path, embedder: Embedder, small_corpus: list[Document]
+) -> None:
+    store = EdgeStore(tmp_path / "qdrant")
+    ingest(store, COLLECTION, embedder, small_corpus)
+    before = _search_all(store, embedder)
+    store.close()
+
+    reopened = EdgeStore(tmp_path / "qdrant")
+    try:
+        assert reopened.count(COLLECTION) == 24
+        assert _search_all(reopened, embedder) == before
+        again = ingest(reopened, COLLECTION, embedder, small_corpus)
+        assert (again.added, again.unchanged) == (0, 24)
+    finally:
+        reopened.close()
+
+
+def test_edge_store_folder_serves_one_process_at_a_time(tmp_path: Path, embedder: Embedder) -> None:
+    first = EdgeStore(tmp_path / "qdrant")
+    first.ensure_collection(COLLECTION, embedder.dim)
+    second = EdgeStore(tmp_path / "qdrant")
+    try:
+        with pytest.raises(StoreUnavailable, match="one process at a time"):
+            second.count(COLLECTION)
+        with pytest.raises(StoreUnavailable):  # `ingest --recreate` deletes nothing in use
+            second.drop(COLLECTION)
+        assert first.count(COLLECTION) == 0 and (tmp_path / "qdrant" / COLLECTION).is_dir()
+    finally:
+        second.close()
+        first.close()
+
+
+def test_memory_path_is_a_throwaway_folder() -> None:
+    store = open_store(url=None, path=":memory:")
+    assert isinstance(store, EdgeStore) and store.root.is_dir()
+    store.ensure_collection(COLLECTION, 8)
+    store.close()
+    assert not store.root.exists()
+
+
+def _server_copy(edge_path: str) -> ServerStore:
+    """The bundled store's points, exactly as stored, in the server path's store."""
+    points = stored_points(edge_path, COLLECTION)
+    server = in_memory()
+    server.ensure_collection(COLLECTION, points.dense.shape[1])
+    server.upsert(COLLECTION, points.ids, points.dense, points.sparse, points.payloads)
+    return server
+
+
+# Short queries that share a bigram or two with many documents (equal BM25 scores), and
+# queries whose candidates tie on RRF: the engines order such ties differently by themselves.
+_RANKING_QUERIES = [
+    ("카페에서 텀블러 쓰는 챌린지 있어?", Category.ZERO_WASTE),
+    ("사무실에서 종이컵 줄이는 챌린지 추천해줘", Category.ZERO_WASTE),
+    ("해변에서 플로깅 하고 싶어요", Category.PLOGGING),
+    ("줍깅 준비물 머 챙겨야대요?", Category.PLOGGING),
+    ("메일함 정리해서 탄소 줄이기", Category.DIGITAL_CARBON),
+    ("비건 도시락", Category.VEGAN),
+    ("커피 찌꺼기 재활용하는 방법", Category.UPCYCLING),
+    ("자전거로 출근하기", Category.CARBON_FOOTPRINT),
+    ("강남역 맛집 추천해줘", Category.ENERGY_SAVING),
+    ("엑셀 VLOOKUP 함수 쓰는 법", Category.MEDIA),
+    ("바닷가에서 ghost fishing 막으려면 낡은 그물 어디에 버려요?", Category.PLOGGING),
+    ("안녕하세요 반가워요", Category.VEGAN),
+]
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_edge_and_server_paths_rank_alike(
+    bundled: str, embedder: Embedder, mode: SearchMode
+) -> None:
+    server = _server_copy(bundled)
+    edge = open_store(url=None, path=bundled)
+    try:
+        assert server.count(COLLECTION) == edge.count(COLLECTION) == 408
+        rankings, scores = [], []
+        for store in (edge, server):
+            retriever = HybridRetriever(store, COLLECTION, embedder, mode=mode)
+            hits = [
+                retriever.search(query, k=10, category=category)
+                for query, maybe in _RANKING_QUERIES
+                for category in (None, maybe)
+            ]
+            rankings.append([[hit.document.id for hit in found] for found in hits])
+            scores.append([hit.score for found in hits for hit in found])
+        assert rankings[0] == rankings[1]
+        assert scores[0] == pytest.approx(scores[1], abs=1e-5)  # cosine, float32 either way
+        if mode is not SearchMode.SPARSE:  # lexical search finds only documents sharing a term
+            assert all(len(ranking) == 10 for ranking in rankings[0])
+    finally:
+        edge.close()
+        server.close()
 
 
 @pytest.mark.parametrize("mode", list(SearchMode))
@@ -163,6 +282,7 @@ def test_cli_ingest_is_idempotent(bundled: str) -> None:
     done = _cli(["ingest"], bundled)
     assert done.returncode == 0, done.stderr
     assert "0 added" in done.stdout and "408 unchanged" in done.stdout
+    assert "search index" in done.stderr  # ingest ends by building the index
 
 
 def test_cli_search_on_an_empty_store_says_so(tmp_path: Path) -> None:
@@ -190,6 +310,7 @@ async def test_gateway_ingests_its_corpus_on_first_start(
     upstream.set_scenario("ok")
     with GatewayProcess(env, startup_timeout=120) as gateway:
         assert "ingest done: 24 documents added" in gateway.log_text()
+        assert "search index" in gateway.log_text()
         async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
             params = {"location": "바닷가", "workType": "현장직", "category": "PLOGGING"}
             result = await read_stream(client, "/ai/chatbot/recommendation/base-info", params)
@@ -202,7 +323,7 @@ async def test_gateway_ingests_its_corpus_on_first_start(
 def test_server_mode_uses_the_same_client_and_fails_clearly(tmp_path: Path) -> None:
     store = open_store(url="http://127.0.0.1:9", path=None, timeout=2)
     try:
-        assert not store.local
+        assert isinstance(store, ServerStore) and not store.local
         with pytest.raises(Exception, match=r"(?i)connect|refused"):
             store.count(COLLECTION)
     finally:
@@ -217,3 +338,21 @@ def test_gateway_refuses_to_start_without_its_vector_store(tmp_path: Path) -> No
     log = gateway.log_text()
     gateway.__exit__(None, None, None)
     assert "the vector store at http://127.0.0.1:9 did not answer" in log
+
+
+def test_gateway_refuses_a_store_folder_another_process_holds(
+    store_path: str, upstream: ScriptedUpstreamThread
+) -> None:
+    holder = EdgeStore(store_path)
+    assert holder.count(COLLECTION) == 408  # opens (and locks) the shard
+    try:
+        gateway = GatewayProcess(
+            {"QDRANT_PATH": store_path, "LLM_BASE_URL": upstream.base_url}, startup_timeout=60
+        )
+        with pytest.raises(RuntimeError, match="exited early"):
+            gateway.__enter__()
+        log = gateway.log_text()
+        gateway.__exit__(None, None, None)
+    finally:
+        holder.close()
+    assert "one process at a time" in log
