@@ -98,6 +98,29 @@ class Settings(BaseSettings):
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
     session_max_concurrent: int = Field(2, ge=1)  # generations at once on one sessionId
 
+    # --- feedback --- (POST /ai/feedback, app/feedback/; README "Feedback")
+    feedback_callback_url: str | None = None  # finished feedback is POSTed here; None: stream/poll
+    feedback_callback_token: SecretStr | None = None  # sent as Authorization: Bearer ...
+    feedback_callback_timeout: float = Field(10.0, gt=0)
+    feedback_delivery_attempts: int = Field(12, ge=1)  # then the result is a dead letter
+    feedback_delivery_backoff_seconds: float = Field(2.0, gt=0)  # first retry within this
+    feedback_delivery_backoff_max_seconds: float = Field(600.0, gt=0)
+    feedback_queue_max: int = Field(1000, ge=1)  # jobs waiting; past it 503 + retryAfterSeconds
+    feedback_workers: int = Field(4, ge=1)  # jobs at once per process
+    feedback_max_concurrent_generations: int = Field(2, ge=1)  # feedback LLM calls per process
+    feedback_llm_priority: int = Field(10, ge=0)  # vLLM priority (chat: 0 runs first); 0: not sent
+    feedback_llm_timeout: float = Field(120.0, gt=0)  # one non-streamed answer, whole
+    feedback_llm_max_tokens: int = Field(384, ge=16)
+    feedback_llm_temperature: float = Field(0.7, ge=0, le=2)
+    feedback_generation_attempts: int = Field(3, ge=1)  # upstream failures, then the fallback text
+    feedback_result_ttl_seconds: float = Field(7 * 86400.0, gt=0)  # job records, idempotency keys
+    feedback_results_keep: int = Field(10_000, ge=1)  # results kept for the stream's resume
+    feedback_in_process_workers: bool = True  # with Redis: false leaves jobs to the worker CLI
+    feedback_queue_name: str = "eco-feedback"  # saq queue (Redis)
+    feedback_redis_prefix: str = "eco:feedback:"
+    feedback_heartbeat_seconds: int = Field(15, ge=1)  # a job silent this long had its worker die
+    feedback_sweep_seconds: int = Field(10, ge=1)  # how often workers look for such jobs
+
     # --- logs ---
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
@@ -117,7 +140,15 @@ class Settings(BaseSettings):
         """The vLLM replicas of LLM_BASE_URL (one, or several comma-separated)."""
         return self.llm_base_url.split(",")
 
-    @field_validator("llm_model", "qdrant_url", "embedding_model", "redis_url", mode="before")
+    @field_validator(
+        "llm_model",
+        "qdrant_url",
+        "embedding_model",
+        "redis_url",
+        "feedback_callback_url",
+        "feedback_callback_token",
+        mode="before",
+    )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

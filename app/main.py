@@ -9,7 +9,7 @@ import asyncio
 import gc
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -28,6 +28,7 @@ from app.chat.streams import open_stream_hub
 from app.config import Settings, get_settings
 from app.deps import ChatContext
 from app.errors import BadInput, InternalFailure
+from app.feedback.service import open_feedback
 from app.limits import open_limits
 from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
@@ -35,6 +36,7 @@ from app.logs import RequestIdMiddleware, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
+from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 
 __all__ = ["create_app"]
@@ -65,8 +67,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             open_limits(settings) as limits,
             # Last: on exit it stops the generations before the clients they use close.
             open_stream_hub(settings) as streams,
+            AsyncExitStack() as jobs,  # closed first: feedback workers stop before the clients
         ):
             llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
+            feedback = await jobs.enter_async_context(
+                open_feedback(settings, llm, metrics.registry)
+            )
             intents = await anyio.to_thread.run_sync(build_classifier, retriever.embedder)
             size = settings.retrieval_cache_size
             service = RecommendationService(
@@ -110,6 +116,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "limits": limits,
                 "streams": streams,
                 "chat": ChatContext(service, limits, settings, metrics, streams),
+                "feedback": feedback,
             }
 
     app = FastAPI(
@@ -133,6 +140,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(recommendation.router)
     app.include_router(health.router)
     app.include_router(page.router)
+    app.include_router(feedback_routes.router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

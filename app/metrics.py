@@ -5,6 +5,7 @@ Who records what:
     app/chat/pipeline.py    time to first token, inter-token latency, tokens out, retrieval latency
     app/llm/                upstream errors by kind, upstream aborts, outstanding requests and
                             health per replica
+    app/feedback/metrics.py the feedback jobs' own, registered in the same registry
 plus the event loop's task count (a leak shows up there first).
 """
 

@@ -14,6 +14,9 @@ replica, each tried at most once; the error is then that of the last one tried. 
 stream has started (status 200) nothing is retried. A read timeout is not retried either:
 the replica may still be working on it, and a second try doubles the load when it is highest.
 
+``LLMClient.complete`` is the non-streaming call (background jobs: the weekly feedback), on
+the same replicas with the same failover and errors.
+
 Closing the generator early (the browser left) closes the response, which closes the
 upstream connection: vLLM sees the disconnect and aborts the generation. That, and giving
 up on a timeout, count in ``gateway_upstream_aborts``.
@@ -270,11 +273,66 @@ class LLMClient:
             finally:
                 self._pool.release(upstream)
 
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        options: dict[str, Any],
+        read_timeout: float,
+        request_id: str | None = None,
+    ) -> str:
+        """One non-streaming ``POST /chat/completions`` (background jobs such as the weekly
+        feedback): the assistant's whole text. ``options`` are the request's sampling fields
+        (and e.g. vLLM's ``priority``); ``read_timeout`` bounds every read, since a non-streamed
+        answer sends no byte until it is done. Same replicas, failover and errors as
+        :meth:`stream_chat`."""
+        payload = {"model": await self.model(), "messages": list(messages), **options}
+        payload["stream"] = False
+        headers = {"accept": "application/json"}
+        if request_id:
+            headers["x-request-id"] = request_id
+        upstream, response = await self._open(payload, headers, read_timeout=read_timeout)
+        try:
+            body = await response.aread()
+        except httpx.HTTPError as exc:
+            error = _map_transport_error(exc, f"reading from {upstream.label}")
+            self._count("timeout" if isinstance(error, UpstreamTimedOut) else "cut")
+            raise error from exc
+        finally:
+            try:
+                await response.aclose()
+            finally:
+                self._pool.release(upstream)
+        try:
+            content = json.loads(body)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            self._count("malformed")
+            raise UpstreamFailed(f"{upstream.label}: unreadable completion {body[:200]!r}") from exc
+        if not isinstance(content, str):
+            self._count("malformed")
+            raise UpstreamFailed(f"{upstream.label}: completion without text")
+        return content
+
     async def _open(
-        self, payload: dict[str, Any], headers: dict[str, str] | None
+        self,
+        payload: dict[str, Any],
+        headers: dict[str, str] | None,
+        *,
+        read_timeout: float | None = None,
     ) -> tuple[Upstream, httpx.Response]:
         """Send the request to the best replica whose answer starts a stream (status 200),
-        failing over per the module docstring. The caller releases the replica."""
+        failing over per the module docstring. The caller releases the replica. ``read_timeout``
+        replaces the client's read timeout for this request."""
+        request_timeout = (
+            httpx.USE_CLIENT_DEFAULT
+            if read_timeout is None
+            else httpx.Timeout(
+                connect=self._settings.llm_connect_timeout,
+                read=read_timeout,
+                write=self._settings.llm_connect_timeout,
+                pool=self._settings.llm_pool_timeout,
+            )
+        )
         candidates = self._pool.candidates()
         for attempt, upstream in enumerate(candidates, start=1):
             last = attempt == len(candidates)
@@ -282,7 +340,11 @@ class LLMClient:
             streaming = False
             try:
                 request = self._http.build_request(
-                    "POST", upstream.chat_url, json=payload, headers=headers
+                    "POST",
+                    upstream.chat_url,
+                    json=payload,
+                    headers=headers,
+                    timeout=request_timeout,
                 )
                 try:
                     response = await self._http.send(request, stream=True)

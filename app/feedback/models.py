@@ -1,0 +1,127 @@
+"""The feedback request as the backend sends it, and what the API answers about a job.
+
+Request field names are the backend's (camelCase). Unknown fields are ignored, ``null``
+lists count as empty, and every list and text is bounded, so one request cannot make a
+prompt of any size. Validation errors name the offending fields as paths
+(``groupChallenges[0].submissions[1].submittedAt``), for ``data.invalidFields``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from app.feedback.dates import EndDateTime, StartDateTime
+
+__all__ = [
+    "FeedbackRequest",
+    "FeedbackResult",
+    "GroupChallenge",
+    "JobRecord",
+    "JobStatus",
+    "PersonalChallenge",
+    "Submission",
+    "invalid_fields",
+]
+
+MAX_CHALLENGES = 100
+MAX_SUBMISSIONS = 200
+MAX_TITLE_CHARS = 100
+
+JobStatus = Literal["queued", "running", "done", "failed"]
+DeliveryStatus = Literal["none", "pending", "delivered", "dead_letter"]
+
+
+class _Input(BaseModel):
+    model_config = ConfigDict(extra="ignore", str_strip_whitespace=True)
+
+
+class PersonalChallenge(_Input):
+    id: int
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    isSuccess: bool
+
+
+class Submission(_Input):
+    isSuccess: bool
+    submittedAt: StartDateTime
+
+
+class GroupChallenge(_Input):
+    id: int
+    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    startDate: StartDateTime
+    endDate: EndDateTime
+    submissions: list[Submission] = Field(default_factory=list, max_length=MAX_SUBMISSIONS)
+
+    @field_validator("submissions", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        return [] if value is None else value
+
+    @model_validator(mode="after")
+    def _ordered(self) -> GroupChallenge:
+        if self.endDate < self.startDate:
+            raise ValueError("endDate is before startDate")
+        return self
+
+
+class FeedbackRequest(_Input):
+    memberId: int = Field(ge=0)
+    personalChallenges: list[PersonalChallenge] = Field(
+        default_factory=list, max_length=MAX_CHALLENGES
+    )
+    groupChallenges: list[GroupChallenge] = Field(default_factory=list, max_length=MAX_CHALLENGES)
+
+    @field_validator("personalChallenges", "groupChallenges", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: object) -> object:
+        return [] if value is None else value
+
+    @property
+    def empty(self) -> bool:
+        return not self.personalChallenges and not self.groupChallenges
+
+
+def invalid_fields(error: ValidationError) -> list[str]:
+    """The paths of the fields that failed, in order, each once."""
+    fields: list[str] = []
+    for item in error.errors():
+        path = ""
+        for part in item["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if item["type"] == "value_error" and item["loc"] and "endDate" in item["msg"]:
+            path += ".endDate"  # the model-level check names the field it is about
+        path = path or "body"
+        if path not in fields:
+            fields.append(path)
+    return fields
+
+
+class FeedbackResult(BaseModel):
+    """What is delivered: to the callback, and as the ``feedback`` event's ``data``."""
+
+    memberId: int
+    content: str
+    jobId: str
+
+
+class JobRecord(BaseModel):
+    """One job as kept by the queue backend and shown by ``GET /ai/feedback/{jobId}``."""
+
+    jobId: str
+    memberId: int
+    status: JobStatus = "queued"
+    content: str | None = None
+    source: Literal["model", "fallback"] | None = None  # who wrote ``content``
+    delivery: DeliveryStatus = "none"
+    deliveryAttempts: int = 0
+    acceptedAt: datetime
+    finishedAt: datetime | None = None
+    request: FeedbackRequest
+
+    def public(self) -> dict[str, object]:
+        """The polling view: no request echo."""
+        return self.model_dump(mode="json", exclude={"request"})
