@@ -89,6 +89,10 @@ class HybridRetriever:
         self._embedder = embedder
         self._sparse = SparseEncoder()
         self.mode = mode
+        # One embedding at a time, in arrival order: the default engine already uses every
+        # core for one query, so more at once only adds threads that crowd out the event loop
+        # (and the streams it is serving) without finishing any sooner.
+        self._embedding = anyio.CapacityLimiter(1)
 
     @property
     def embedder(self) -> Embedder:
@@ -136,7 +140,7 @@ class HybridRetriever:
         ]
 
     async def embed(self, query: str) -> QueryVector:
-        return await anyio.to_thread.run_sync(self.embed_query, query)
+        return await anyio.to_thread.run_sync(self.embed_query, query, limiter=self._embedding)
 
     async def retrieve(
         self,
@@ -148,6 +152,8 @@ class HybridRetriever:
     ) -> list[Hit]:
         if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
             return []
+        if vector is None and self.mode is not SearchMode.SPARSE:
+            vector = await self.embed(query)
         return await anyio.to_thread.run_sync(
             lambda: self.search(query, k=k, category=category, vector=vector)
         )
