@@ -248,7 +248,6 @@ class RecommendationService:
         guard = RepetitionGuard()
         metrics = self._metrics
         first_shown = False
-        shown_text: list[str] = []
         last = None
         titles = [hit.document.title for hit in hits] if self._settings.llm_grounded_titles else []
         pieces = self._llm.stream_chat(
@@ -264,7 +263,6 @@ class RecommendationService:
                     metrics.tokens_out.inc()
                     shown = guard.feed(scrubber.feed(piece))
                     if shown:
-                        shown_text.append(shown)
                         if not first_shown:
                             first_shown = True
                             metrics.ttft.observe(now - started)
@@ -287,7 +285,7 @@ class RecommendationService:
             reason = "loop" if result is None else "truncated"
             metrics.answers_salvaged.labels(reason).inc()
             log.warning("answer %s: closing with what is complete plus catalogue items", reason)
-            answer, added = _salvage(scrubber.partial(), hits, "".join(shown_text))
+            answer, added = _salvage(scrubber.partial(), hits, guard)
             if added:
                 yield Delta(added)
         else:
@@ -326,17 +324,16 @@ def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
     }
 
 
-def _salvage(partial: Answer, hits: Sequence[Hit], shown: str) -> tuple[Answer, str]:
+def _salvage(partial: Answer, hits: Sequence[Hit], guard: RepetitionGuard) -> tuple[Answer, str]:
     """The answer to close an early-stopped stream with, and the display text it adds.
 
     Keeps the recommend text without sentences past their second copy and the challenges
     read whole (one per title), then fills up to three challenges with retrieved catalogue
     items, which are shown before the ``close`` like any challenge. A catalogue item that
-    repeats a sentence already ``shown`` is passed over: the model often loops on text it
-    copied from that very item."""
+    repeats a sentence the stream's ``guard`` has shown is passed over: the model often loops
+    on text it copied from that very item."""
     recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
     items = list({item.title: item for item in partial.challenges}.values())[:MAX_CHALLENGES]
-    seen = set(sentences(shown))
     added: list[str] = []
     for hit in hits:
         if len(items) >= MAX_CHALLENGES:
@@ -345,7 +342,7 @@ def _salvage(partial: Answer, hits: Sequence[Hit], shown: str) -> tuple[Answer, 
         if any(item.title == title for item in items):
             continue
         description = _first_sentences(hit.document.body, DESCRIPTION_MAX_CHARS)
-        if seen.intersection(sentences(description)):
+        if any(guard.has_shown(sentence) for sentence in sentences(description)):
             continue
         items.append(ChallengeItem(title=title, description=description))
         added.append(f"\n\n{title}\n{description}")

@@ -102,6 +102,10 @@ class RepetitionGuard:
             self._middle_of_sentence(out)
         return "".join(out)
 
+    def has_shown(self, sentence: str) -> bool:
+        """Whether ``sentence`` (compared as the guard compares) was shown whole already."""
+        return sentence.strip() in self._counts
+
     def finish(self) -> str:
         """The held text at a normal end of the stream: dropped when it repeats a sentence
         shown ``max_repeats`` times already (it is the start of one more copy), else shown."""
