@@ -221,3 +221,27 @@ async def test_a_loop_on_text_copied_from_the_catalogue_is_not_shown_a_third_tim
     assert result.text.count(copied) == 2
     titles = [c["title"] for c in result.terminal.payload["data"]["challenges"]]
     assert filled[0]["title"] not in titles and len(titles) >= 1
+
+
+async def test_a_salvaged_close_matches_what_was_shown(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Cut by max_tokens after two items of one title (grounded titles make repeats likely) and
+    # a recommend with a leading space: the close holds exactly what the display showed.
+    content = (
+        '{"recommend": " 바다를 지켜요.", "challenges": ['
+        '{"title": "해변 줍기", "description": "첫 번째 설명이에요."}, '
+        '{"title": "해변 줍기", "description": "두 번째 설명이에요."}, {"title": "해'
+    )
+    scripted.set_scenario("raw", content=content, token_delay=0.0)
+    result = await read_stream(client, BASE, PARAMS)
+    assert_well_formed(result)
+    data = result.terminal.payload["data"]
+    assert data["recommend"] == " 바다를 지켜요."
+    assert [c["description"] for c in data["challenges"][:2]] == [
+        "첫 번째 설명이에요.",
+        "두 번째 설명이에요.",
+    ]
+    items = [f"\n\n{c['title']}\n{c['description']}" for c in data["challenges"]]
+    # The cut third item's first letter stays on screen: it was shown as it arrived.
+    assert result.text == data["recommend"] + "".join(items[:2]) + "\n\n해" + "".join(items[2:])

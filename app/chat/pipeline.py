@@ -328,12 +328,13 @@ def _salvage(partial: Answer, hits: Sequence[Hit], guard: RepetitionGuard) -> tu
     """The answer to close an early-stopped stream with, and the display text it adds.
 
     Keeps the recommend text without sentences past their second copy and the challenges
-    read whole (one per title), then fills up to three challenges with retrieved catalogue
+    read whole, then fills up to three challenges with retrieved catalogue
     items, which are shown before the ``close`` like any challenge. A catalogue item that
     repeats a sentence the stream's ``guard`` has shown is passed over: the model often loops
     on text it copied from that very item."""
     recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
-    items = list({item.title: item for item in partial.challenges}.values())[:MAX_CHALLENGES]
+    # The items as they were shown, repeats included: the close matches the display text.
+    items = list(partial.challenges[:MAX_CHALLENGES])
     added: list[str] = []
     for hit in hits:
         if len(items) >= MAX_CHALLENGES:
@@ -352,7 +353,8 @@ def _salvage(partial: Answer, hits: Sequence[Hit], guard: RepetitionGuard) -> tu
 def _without_repeats(text: str) -> str:
     """``text`` with each sentence kept at most twice (what the guard let through)."""
     guard = RepetitionGuard()
-    return (guard.feed(text) + guard.finish()).strip()
+    kept = guard.feed(text) + guard.finish()
+    return kept if kept.strip() else ""
 
 
 def _first_sentences(text: str, limit: int) -> str:
