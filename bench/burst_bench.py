@@ -8,14 +8,17 @@ fast scripted upstream (``bench/fast_upstream.py``: 100 chunks, 50 ms apart). Si
 one run, one gateway per row:
 
     floor       retrieval off (RETRIEVAL_K=0): the proxy path alone
-    retrieval   the defaults: bundled corpus in the embedded store, query cache on
-    no-cache    retrieval on, RETRIEVAL_CACHE_SIZE=0 (every turn embeds and searches)
+    retrieval   the defaults: bundled corpus in the embedded store, query cache on, a turn
+                that finds EMBEDDING_QUEUE_MAX (4) queries waiting for the embedding model is
+                read by its words (lexical intent, sparse-only search)
+    no-cache    the defaults with RETRIEVAL_CACHE_SIZE=0 (every turn embeds or reads words)
+    wait-all    the defaults with EMBEDDING_QUEUE_MAX=0: every turn waits for its embedding
 
 Every message of a row is distinct (the cache helps none of them: its worst case); the
 client limit's window refills between bursts. The floor still embeds each turn once, for
 the intent step. Per burst: users served (a ``close``), refused (an ``error``: 429 or 503), TTFT (request sent
 -> first text from the upstream) p50/p90/p99, the same minus the direct upstream's TTFT p50
-(ADDED), and the worst extra gap of the stream that was already running (its largest gap
+(ADDED), turns read by their words (LEXICAL, from /metrics), and the worst extra gap of the stream that was already running (its largest gap
 between two chunks, minus the upstream's 50 ms). The messages are the on-topic turns of
 bench/data/intent/dev.jsonl and the queries of bench/data/queries_ko.jsonl, distinct, so the
 cache helps only where users really repeat each other; the intent step may still answer a
@@ -172,7 +175,16 @@ ROWS = {
     "floor": {"RETRIEVAL_K": "0"},
     "retrieval": {},
     "no-cache": {"RETRIEVAL_CACHE_SIZE": "0"},
+    "wait-all": {"EMBEDDING_QUEUE_MAX": "0"},
 }
+
+
+def lexical_turns(url: str) -> int:
+    text = httpx.get(url + "/metrics", timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("gateway_lexical_turns_total "):
+            return int(float(line.split()[1]))
+    return 0
 
 
 def main() -> int:
@@ -203,8 +215,10 @@ def main() -> int:
                         # The client limit's window (200 per 10 s) refills between bursts.
                         time.sleep(REFILL_SECONDS)
                         mine, asked = asked[:users], asked[users:]
+                        before = lexical_turns(gw.url)
                         result = asyncio.run(burst(gw.url, users, mine, row))
                         result["row"] = row
+                        result["lexical"] = lexical_turns(gw.url) - before
                         result["added_ttft_ms"] = {
                             q: round(v - direct, 1) for q, v in result["ttft_ms"].items()
                         }
@@ -234,7 +248,7 @@ def print_row(r: dict[str, Any]) -> None:
     t, a = r["ttft_ms"], r["added_ttft_ms"]
     print(
         f"{r['row']:<10} {r['users']:>4} users  served {r['served']:>4}  refused {r['refused']:>3}"
-        f"  friendly {r['friendly']:>3}  TTFT p50/p90/p99 {t[50]:>7.1f} {t[90]:>7.1f} {t[99]:>7.1f}"
+        f"  friendly {r['friendly']:>3}  lexical {r['lexical']:>3}  TTFT p50/p90/p99 {t[50]:>7.1f} {t[90]:>7.1f} {t[99]:>7.1f}"
         f"  ADDED {a[50]:>7.1f} {a[90]:>7.1f} {a[99]:>7.1f}"
         f"  running stream worst extra gap {r['running_worst_extra_gap_ms']} ms"
     )

@@ -8,6 +8,8 @@ Designs, all over the same example bank (app/chat/data/intent_examples.jsonl) an
 embeddings (the default embedder, one vector per turn), all read against the session the same
 way (``IntentClassifier.decide``):
 - ``knn``: the gateway's classifier, nearest examples weighted by similarity;
+- ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
+  vote over hashed word/bigram vectors (``app/rag/lexical.py``); its time includes encoding;
 - ``prototype``: the cosine to each act's (and category's) mean example vector;
 - ``logreg``: scikit-learn's logistic regression on the example vectors (when installed);
 - ``llm``: the served model as a router through vLLM structured output, a choice among the
@@ -40,7 +42,12 @@ sys.path.insert(0, str(ROOT))
 
 from app.chat.categories import Category  # noqa: E402
 from app.chat.intent import Act, Intent, IntentClassifier, IntentKind  # noqa: E402
-from app.chat.intent_bank import BUNDLED_EXAMPLES, example_vectors, load_examples  # noqa: E402
+from app.chat.intent_bank import (  # noqa: E402
+    BUNDLED_EXAMPLES,
+    build_intents,
+    example_vectors,
+    load_examples,
+)
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 
@@ -290,7 +297,7 @@ def _pairs(confusion: dict[str, int]) -> list[tuple[tuple[str, str], int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
-    parser.add_argument("--designs", default="knn,prototype,logreg")
+    parser.add_argument("--designs", default="knn,lexical,prototype,logreg")
     parser.add_argument("--llm-url", help="an OpenAI-compatible base URL: adds the llm design")
     parser.add_argument("--llm-model")
     parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES, help="the example bank")
@@ -324,6 +331,9 @@ def main() -> int:
             name: (lambda c: lambda t, v: c.decide(t.message, v, t.state))(classifier)
             for name, classifier in designs.items()
         }
+        if "lexical" in args.designs.split(","):
+            intents = build_intents(embedder, args.examples)
+            runs["lexical"] = (lambda i: lambda t, _: i.decide(t.message, None, t.state))(intents)
         if args.llm_url:
             runs["llm"] = llm_router(args.llm_url, args.llm_model)
         for name, decide in runs.items():

@@ -19,8 +19,11 @@ a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a m
 exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
 unless its act is "another".
 
-The decision is a matrix product over a few hundred example vectors: microseconds on the event
-loop. Embedding the examples is slow, so the vectors for the default embedder ship beside the
+When the embedding model is busy (a burst: every turn waits its turn on it), a turn can be read
+through its lexical vector instead (``app.rag.lexical``): :class:`Intents` holds both
+classifiers over the same examples and picks by the vector it is given.
+
+The decision is a matrix product over the example vectors, on the event loop. Embedding the examples is slow, so the vectors for the default embedder ship beside the
 examples (``python -m app.chat.intent_bank`` rebuilds them); any other embedder embeds them
 once at start-up.
 """
@@ -30,7 +33,7 @@ from __future__ import annotations
 import enum
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +48,7 @@ __all__ = [
     "Intent",
     "IntentClassifier",
     "IntentKind",
+    "Intents",
     "named_category",
     "normalize_message",
 ]
@@ -133,7 +137,7 @@ class IntentClassifier:
         self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         self._acts = np.array([_ACTS.index(e.act) for e in examples], dtype=np.int64)
         topic = [i for i, e in enumerate(examples) if e.act is Act.TOPIC and e.category]
-        self._topic_rows = np.array(topic, dtype=np.int64)
+        self._topic_vectors = self._vectors[np.array(topic, dtype=np.int64)]
         self._topic_categories = np.array(
             [_CATEGORIES.index(examples[i].category) for i in topic],
             dtype=np.int64,
@@ -152,15 +156,27 @@ class IntentClassifier:
         total: npt.NDArray[np.float64] = votes / votes.sum()
         return total
 
+    @staticmethod
+    def _similarities(
+        bank: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float32]:
+        nonzero = np.flatnonzero(vector)
+        if len(nonzero) * 8 < len(vector):
+            # A lexical vector has a few dozen terms in thousands of buckets: read only those.
+            sims: npt.NDArray[np.float32] = bank[:, nonzero] @ vector[nonzero]
+            return sims
+        dense: npt.NDArray[np.float32] = bank @ vector
+        return dense
+
     def act_scores(self, vector: npt.NDArray[np.float32]) -> dict[Act, float]:
         """Each act's share of the neighbours' vote (sums to 1)."""
-        sims = self._vectors @ vector
+        sims = self._similarities(self._vectors, vector)
         votes = self._vote(sims, self._acts, len(_ACTS))
         return {act: float(votes[i]) for i, act in enumerate(_ACTS)}
 
     def topic_category(self, vector: npt.NDArray[np.float32]) -> Category:
         """The category whose topic examples the message is nearest to."""
-        sims = self._vectors[self._topic_rows] @ vector
+        sims = self._similarities(self._topic_vectors, vector)
         votes = self._vote(sims, self._topic_categories, len(_CATEGORIES))
         return _CATEGORIES[int(np.argmax(votes))]
 
@@ -201,3 +217,28 @@ _KIND_OF = {
     Act.OFF_TOPIC: IntentKind.OFF_TOPIC,
     Act.NONSENSE: IntentKind.NONSENSE,
 }
+
+
+class Intents:
+    """The embedding's classifier, and the lexical one for turns read without an embedding.
+
+    ``lexical_vector`` turns a message into the vector space of ``lexical``'s examples.
+    """
+
+    def __init__(
+        self,
+        dense: IntentClassifier,
+        lexical: IntentClassifier,
+        lexical_vector: Callable[[str], npt.NDArray[np.float32]],
+    ) -> None:
+        self.dense = dense
+        self.lexical = lexical
+        self._lexical_vector = lexical_vector
+
+    def decide(
+        self, message: str, vector: npt.NDArray[np.float32] | None, state: SessionState
+    ) -> Intent:
+        """As :meth:`IntentClassifier.decide`; ``vector`` None reads the message lexically."""
+        if vector is None:
+            return self.lexical.decide(message, self._lexical_vector(message), state)
+        return self.dense.decide(message, vector, state)

@@ -23,10 +23,17 @@ import numpy as np
 import numpy.typing as npt
 
 from app.chat.categories import Category
-from app.chat.intent import Act, Example, IntentClassifier
+from app.chat.intent import Act, Example, IntentClassifier, Intents
 from app.rag.embedder import Embedder, load_embedder
+from app.rag.lexical import LexicalEmbedder
 
-__all__ = ["BUNDLED_EXAMPLES", "build_classifier", "example_vectors", "load_examples"]
+__all__ = [
+    "BUNDLED_EXAMPLES",
+    "build_classifier",
+    "build_intents",
+    "example_vectors",
+    "load_examples",
+]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +105,24 @@ def build_classifier(
     """The intent classifier over the bundled examples (blocking: call it off the event loop)."""
     examples = load_examples(examples_path)
     return IntentClassifier(examples, example_vectors(embedder, examples, examples_path))
+
+
+def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) -> Intents:
+    """Both classifiers over the bundled examples: by ``embedder``'s vectors, and by lexical
+    vectors for turns read without an embedding (blocking: call it off the event loop).
+
+    The lexical vote is wider and softer (11 neighbours, temperature 0.05): its cosines are
+    spread wider than an embedding's; both values were chosen on the dev split.
+    """
+    examples = load_examples(examples_path)
+    lexical = LexicalEmbedder()
+    return Intents(
+        IntentClassifier(examples, example_vectors(embedder, examples, examples_path)),
+        IntentClassifier(
+            examples, lexical.embed_queries([e.text for e in examples]), k=11, temperature=0.05
+        ),
+        lambda message: lexical.embed_queries([message])[0],
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,7 +3,9 @@
     validate -> session -> embed -> intent -> retrieve -> prompt -> upstream stream -> scrubber
     -> events
 
-A free-text turn is embedded once: the intent step and retrieval read the same vector.
+A free-text turn is embedded once: the intent step and retrieval read the same vector. When the
+embedding model's queue is long, the turn is read by its words instead (lexical intent,
+sparse-only search) rather than wait behind it.
 
 Both entry points are async generators of ``StreamEvent``: any number of ``Delta``, then
 exactly one ``Done`` or ``Failed``, then nothing. Input errors are the first and only event,
@@ -22,7 +24,7 @@ from typing import Any
 
 from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
 from app.chat.events import Delta, Done, Failed, StreamEvent
-from app.chat.intent import Intent, IntentClassifier, IntentKind, normalize_message
+from app.chat.intent import Intent, IntentKind, Intents, normalize_message
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.config import Settings
 from app.errors import (
@@ -46,7 +48,7 @@ from app.llm.schema import (
 )
 from app.llm.scrubber import AnswerScrubber
 from app.metrics import Metrics
-from app.rag.retriever import Hit, QueryVector, Retriever
+from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 
 __all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
 
@@ -68,7 +70,7 @@ class RecommendationService:
         *,
         llm: LLMClient,
         retriever: Retriever,
-        intents: IntentClassifier,
+        intents: Intents,
         sessions: SessionStore,
         settings: Settings,
         metrics: Metrics | None = None,
@@ -154,7 +156,11 @@ class RecommendationService:
             return
 
         state = await self._sessions.load(session_id)
-        vector = await self._retriever.embed(text)
+        try:
+            vector: QueryVector | None = await self._retriever.embed(text)
+        except EmbedderBusy:
+            vector = None  # read by its words: lexical intent, sparse-only search
+            self._metrics.lexical_turns.inc()
         intent = self._intents.decide(text, vector, state)
         self._metrics.intents.labels(intent.kind.value).inc()
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):

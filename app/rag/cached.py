@@ -10,7 +10,8 @@ the costly part of retrieval on a CPU, so :class:`CachedRetriever` keeps
   is re-ingested elsewhere (a Qdrant server) is seen again after at most ``ttl``.
 
 Concurrent misses on one key share one computation (``async-lru``): a burst of users asking
-the same thing costs one embedding. Failures are not remembered. Readiness probes use the
+the same thing costs one embedding. Failures are not remembered, nor is a search made by words
+alone while the embedding model was busy: the next one gets the full search. Readiness probes use the
 inner retriever, so that they see the store itself.
 """
 
@@ -20,7 +21,7 @@ from async_lru import alru_cache
 
 from app.chat.categories import Category
 from app.rag.embedder import Embedder
-from app.rag.retriever import Hit, HybridRetriever, QueryVector, SearchMode
+from app.rag.retriever import EmbedderBusy, Hit, HybridRetriever, QueryVector, SearchMode
 
 __all__ = ["CachedRetriever"]
 
@@ -48,7 +49,10 @@ class CachedRetriever:
     ) -> list[Hit]:
         """As :meth:`HybridRetriever.retrieve`; ``vector`` is not needed: the query's own
         vector comes from the cache (it is the same one)."""
-        return list(await self._hits(query, k, category))
+        try:
+            return list(await self._hits(query, k, category))
+        except EmbedderBusy:
+            return await self._inner.retrieve(query, k=k, category=category)
 
     async def _search(self, query: str, k: int, category: Category | None) -> tuple[Hit, ...]:
         vector = None if self._inner.mode is SearchMode.SPARSE else await self._vectors(query)

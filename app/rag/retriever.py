@@ -9,6 +9,11 @@ loop.
 
 One embedding per turn: ``embed`` gives the query's vector, which the intent step reads, and
 ``retrieve(..., vector=...)`` searches with that same vector instead of embedding again.
+
+Embeddings wait in one queue, in arrival order. When ``queue_max`` queries are already waiting,
+``embed`` raises :class:`EmbedderBusy` at once instead of queueing a turn behind them, and
+``retrieve`` searches by words alone (sparse-only): in a burst, a turn costs a tenth of a
+millisecond instead of the whole queue's embeddings (recall in bench/README.md "Retrieval").
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from app.rag.embedder import Embedder, Vectors
 from app.rag.sparse import SparseEncoder
 from app.rag.store import SearchHit, VectorStore
 
-__all__ = ["Hit", "HybridRetriever", "QueryVector", "Retriever", "SearchMode"]
+__all__ = ["EmbedderBusy", "Hit", "HybridRetriever", "QueryVector", "Retriever", "SearchMode"]
 
 #: One L2-normalized query embedding, shape ``(dim,)``.
 QueryVector = Vectors
@@ -38,9 +43,14 @@ class Hit:
     score: float  # dense cosine similarity to the query, -1..1
 
 
+class EmbedderBusy(Exception):
+    """Too many queries are waiting for the embedding model: read this one by its words."""
+
+
 class Retriever(Protocol):
     async def embed(self, query: str) -> QueryVector:
-        """The query's embedding (computed off the event loop)."""
+        """The query's embedding (computed off the event loop); raises :class:`EmbedderBusy`
+        rather than wait behind a long queue."""
         ...
 
     async def retrieve(
@@ -52,7 +62,8 @@ class Retriever(Protocol):
         vector: QueryVector | None = None,
     ) -> list[Hit]:
         """The ``k`` best documents for ``query``, within ``category`` when given; ``vector``
-        is the query's embedding when the caller already has it."""
+        is the query's embedding when the caller already has it. Without one, and with the
+        embedding model busy, the search is sparse-only."""
         ...
 
 
@@ -83,16 +94,19 @@ class HybridRetriever:
         embedder: Embedder,
         *,
         mode: SearchMode = SearchMode.HYBRID,
+        concurrency: int = 1,
+        queue_max: int = 0,
     ) -> None:
         self._store = store
         self._collection = collection
         self._embedder = embedder
         self._sparse = SparseEncoder()
         self.mode = mode
-        # One embedding at a time, in arrival order: the default engine already uses every
-        # core for one query, so more at once only adds threads that crowd out the event loop
-        # (and the streams it is serving) without finishing any sooner.
-        self._embedding = anyio.CapacityLimiter(1)
+        # Embeddings in arrival order, ``concurrency`` at a time: the in-process engine already
+        # uses every core for one query, so more at once only adds threads that crowd out the
+        # event loop (and the streams it serves) without finishing any sooner.
+        self._embedding = anyio.CapacityLimiter(concurrency)
+        self._queue_max = queue_max  # 0: always wait
 
     @property
     def embedder(self) -> Embedder:
@@ -114,18 +128,21 @@ class HybridRetriever:
         k: int,
         category: Category | None = None,
         vector: QueryVector | None = None,
+        mode: SearchMode | None = None,
     ) -> list[Hit]:
-        """Synchronous search (for the CLI and benchmarks); ``retrieve`` is the async face."""
+        """Synchronous search (for the CLI and benchmarks); ``retrieve`` is the async face.
+        ``mode`` overrides the retriever's own for this search."""
         if k <= 0:
             return []
-        if self.mode is SearchMode.SPARSE:
+        mode = mode or self.mode
+        if mode is SearchMode.SPARSE:
             vector = None  # sparse-only search reads no vector; its hits then carry score 0
         elif vector is None:
             vector = self.embed_query(query)
         hits: list[SearchHit] = self._store.search(
             self._collection,
             dense=vector,
-            sparse=self._sparse.encode_query(query) if self.mode is not SearchMode.DENSE else None,
+            sparse=self._sparse.encode_query(query) if mode is not SearchMode.DENSE else None,
             limit=k,
             category=category.code if category is not None else None,
         )
@@ -139,7 +156,14 @@ class HybridRetriever:
             for hit in hits
         ]
 
+    @property
+    def embeddings_waiting(self) -> int:
+        """Queries waiting for the embedding model now (not counting those being embedded)."""
+        return self._embedding.statistics().tasks_waiting
+
     async def embed(self, query: str) -> QueryVector:
+        if self._queue_max and self.embeddings_waiting >= self._queue_max:
+            raise EmbedderBusy(f"{self.embeddings_waiting} queries waiting for the embedder")
         return await anyio.to_thread.run_sync(self.embed_query, query, limiter=self._embedding)
 
     async def retrieve(
@@ -152,8 +176,12 @@ class HybridRetriever:
     ) -> list[Hit]:
         if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
             return []
-        if vector is None and self.mode is not SearchMode.SPARSE:
-            vector = await self.embed(query)
+        mode = self.mode
+        if vector is None and mode is not SearchMode.SPARSE:
+            try:
+                vector = await self.embed(query)
+            except EmbedderBusy:
+                mode = SearchMode.SPARSE
         return await anyio.to_thread.run_sync(
-            lambda: self.search(query, k=k, category=category, vector=vector)
+            lambda: self.search(query, k=k, category=category, vector=vector, mode=mode)
         )

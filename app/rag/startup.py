@@ -12,6 +12,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from app.config import Settings
 from app.rag.corpus import load_corpus
 from app.rag.embedder import Embedder, load_embedder
+from app.rag.embedder_remote import RemoteEmbedder, load_remote_embedder
 from app.rag.ingest import ingest
 from app.rag.retriever import HybridRetriever, SearchMode
 from app.rag.store import VectorStore
@@ -28,14 +29,16 @@ class VectorStoreUnavailable(RuntimeError):
 
 @asynccontextmanager
 async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
-    """The configured retriever, ready to search; closes the store on exit.
+    """The configured retriever, ready to search; closes the store (and a remote embedder's
+    connections) on exit.
 
     Loading the model, the embedded store and a first ingest (with its index build) are
     blocking work, done in a worker thread and before serving.
     """
     store = await anyio.to_thread.run_sync(configured_store, settings)
+    embedder: Embedder | None = None
     try:
-        embedder = await anyio.to_thread.run_sync(load_embedder, settings.embedding_model)
+        embedder = await anyio.to_thread.run_sync(configured_embedder, settings)
         try:
             # StoreUnavailable (an OSError): the embedded store's folder could not be opened.
             await _ingest_if_empty(settings, store, embedder)
@@ -49,9 +52,25 @@ async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
             settings.qdrant_collection,
             embedder,
             mode=SearchMode(settings.retrieval_mode),
+            concurrency=settings.embedding_concurrency or (8 if settings.embedding_url else 1),
+            queue_max=settings.embedding_queue_max,
         )
     finally:
+        if isinstance(embedder, RemoteEmbedder):
+            embedder.close()
         await anyio.to_thread.run_sync(store.close)
+
+
+def configured_embedder(settings: Settings) -> Embedder:
+    """EMBEDDING_URL's server when set, else the in-process EMBEDDING_MODEL (blocking)."""
+    if settings.embedding_url:
+        key = settings.embedding_api_key
+        return load_remote_embedder(
+            settings.embedding_url,
+            settings.embedding_model,
+            api_key=key.get_secret_value() if key else None,
+        )
+    return load_embedder(settings.embedding_model)
 
 
 async def _ingest_if_empty(settings: Settings, store: VectorStore, embedder: Embedder) -> None:

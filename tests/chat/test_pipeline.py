@@ -1,5 +1,6 @@
-"""RecommendationService with a vector store that is down: the answer degrades (no context),
-it does not fail. Real upstream client against the scripted server."""
+"""RecommendationService when retrieval cannot do its part: a vector store that is down
+degrades the answer (no context), it does not fail; an embedding model too busy to wait for
+reads the turn by its words. Real upstream client against the scripted server."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import pytest
 
 from app.chat.categories import Category
 from app.chat.events import Delta, Done
-from app.chat.intent import Act, Example, IntentClassifier
+from app.chat.intent import Act, Example, IntentClassifier, Intents
 from app.chat.pipeline import RecommendationService
 from app.chat.sessions import InMemorySessionStore
 from app.config import Settings
 from app.llm.client import LLMClient, build_http_client
-from app.rag.retriever import Hit
+from app.metrics import Metrics
+from app.rag.lexical import LexicalEmbedder
+from app.rag.retriever import EmbedderBusy, Hit
 from tests.upstream.scripted_openai import ScriptedUpstreamThread, expected_display_text
 
 pytestmark = pytest.mark.anyio
@@ -39,6 +42,64 @@ class _StoreDown:
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
 
 
+def _intents() -> Intents:
+    """Dense: everything is a question. Lexical: "두유" is VEGAN, "전기" ENERGY_SAVING."""
+    lexical = LexicalEmbedder()
+    examples = [
+        Example("두유", Act.TOPIC, Category.VEGAN),
+        Example("전기", Act.TOPIC, Category.ENERGY_SAVING),
+    ]
+    return Intents(
+        IntentClassifier([Example("질문", Act.ASK)], np.ones((1, 4), np.float32)),
+        IntentClassifier(examples, lexical.embed_queries([e.text for e in examples]), k=1),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
+class _EmbedderBusy:
+    def __init__(self) -> None:
+        self.retrieved: list[tuple[str, Category | None, object]] = []
+
+    async def embed(self, query: str) -> np.ndarray:
+        raise EmbedderBusy("9 queries waiting")
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        category: Category | None = None,
+        vector: np.ndarray | None = None,
+    ) -> list[Hit]:
+        self.retrieved.append((query, category, vector))
+        return []
+
+
+async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    retriever = _EmbedderBusy()
+    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    metrics = Metrics()
+    async with build_http_client(settings) as http:
+        service = RecommendationService(
+            llm=LLMClient(http, settings),
+            retriever=retriever,
+            intents=_intents(),
+            sessions=sessions,
+            settings=settings,
+            metrics=metrics,
+        )
+        events = [e async for e in service.free_text(session_id="s", message="두유 마시기")]
+    assert isinstance(events[-1], Done)
+    # The lexical vote chose VEGAN (the dense one would have left the category open), and the
+    # search went without a vector: the retriever searches by words alone then.
+    assert retriever.retrieved == [("두유 마시기", Category.VEGAN, None)]
+    assert (await sessions.load("s")).category is Category.VEGAN
+    assert metrics.registry.get_sample_value("gateway_lexical_turns_total") == 1
+
+
 async def test_retrieval_failure_degrades_to_an_answer_without_context(
     scripted: ScriptedUpstreamThread,
 ) -> None:
@@ -48,7 +109,7 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
         service = RecommendationService(
             llm=LLMClient(http, settings),
             retriever=retriever,
-            intents=IntentClassifier([Example("질문", Act.ASK)], np.ones((1, 4), np.float32)),
+            intents=_intents(),
             sessions=InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60),
             settings=settings,
         )
