@@ -106,7 +106,11 @@ class HybridRetriever:
         # uses every core for one query, so more at once only adds threads that crowd out the
         # event loop (and the streams it serves) without finishing any sooner.
         self._embedding = anyio.CapacityLimiter(concurrency)
+        self._concurrency = concurrency
         self._queue_max = queue_max  # 0: always wait
+        # Counted here, not read from the limiter: a burst's turns all ask within one tick of
+        # the event loop, before any of them has reached the limiter's queue.
+        self._embeddings = 0
 
     @property
     def embedder(self) -> Embedder:
@@ -159,12 +163,18 @@ class HybridRetriever:
     @property
     def embeddings_waiting(self) -> int:
         """Queries waiting for the embedding model now (not counting those being embedded)."""
-        return self._embedding.statistics().tasks_waiting
+        return max(0, self._embeddings - self._concurrency)
 
     async def embed(self, query: str) -> QueryVector:
         if self._queue_max and self.embeddings_waiting >= self._queue_max:
             raise EmbedderBusy(f"{self.embeddings_waiting} queries waiting for the embedder")
-        return await anyio.to_thread.run_sync(self.embed_query, query, limiter=self._embedding)
+        self._embeddings += 1
+        try:
+            return await anyio.to_thread.run_sync(
+                self.embed_query, query, limiter=self._embedding
+            )
+        finally:
+            self._embeddings -= 1
 
     async def retrieve(
         self,
