@@ -30,14 +30,10 @@ run: ## start vLLM (unless LLM_BASE_URL is set) and the gateway (README command 
 	scripts/run.sh
 
 ECO_CACHE_DIR ?= $(HOME)/.cache/eco-gateway
-BENCH_EXTRAS := $(ECO_CACHE_DIR)/bench-extras
 SOAK_MINUTES ?= 3
 
 bench: install ## run every benchmark under bench/ (about 35 min; bench/README.md)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
-	test -d $(BENCH_EXTRAS)/uvloop -a -d $(BENCH_EXTRAS)/httptools || \
-		$(VENV)/bin/pip install --quiet --disable-pip-version-check \
-		--target $(BENCH_EXTRAS) uvloop==0.23.0 httptools==0.9.0
 	scripts/install_litellm.sh
 	scripts/install_vllm.sh
 	$(PY) bench/scrubber_bench.py

@@ -37,19 +37,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
-import sys
 import time
-from pathlib import Path
 from typing import Any
-
-EXTRAS = (
-    Path(os.environ.get("ECO_CACHE_DIR", Path.home() / ".cache" / "eco-gateway")).expanduser()
-    / "bench-extras"
-)
-if EXTRAS.is_dir():
-    sys.path.append(str(EXTRAS))
 
 MODEL_ID = "scripted-model"
 _SCENARIO = re.compile(rb"\[\[bench:([a-z_]+)\]\]")

@@ -11,10 +11,9 @@ Processes (each in its own session, stopped with its whole process group):
   an OpenAI-compatible passthrough;
 * ``load(spec)``: ``bench/loadgen.py`` in its own process.
 
-uvloop and httptools are not gateway dependencies: ``make bench`` installs them into
-``~/.cache/eco-gateway/bench-extras`` (not into ``.venv``, so the test suite keeps running on
-the plain asyncio loop and h11), and a gateway started with ``--loop uvloop`` or
-``--http httptools`` gets that folder on its ``PYTHONPATH``.
+``gateway(loop=, http=)`` picks uvicorn's event loop and HTTP parser: the plain asyncio loop
+and h11 by default, for comparisons with earlier rows; uvloop and httptools (gateway
+dependencies, what ``make run`` starts) when asked.
 """
 
 from __future__ import annotations
@@ -43,7 +42,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 CACHE = Path(os.environ.get("ECO_CACHE_DIR", Path.home() / ".cache" / "eco-gateway")).expanduser()
-EXTRAS = CACHE / "bench-extras"
 LITELLM_VENV = Path(os.environ.get("LITELLM_VENV", CACHE / "litellm-venv")).expanduser()
 TINY_CORPUS = BENCH / "data" / "corpus_tiny.jsonl"
 
@@ -218,7 +216,7 @@ def upstream_stats(up: Proc) -> dict[str, Any]:
 
 
 def _extra_available(module: str) -> bool:
-    return (EXTRAS / module).is_dir() or importlib.util.find_spec(module) is not None
+    return importlib.util.find_spec(module) is not None
 
 
 @contextlib.contextmanager
@@ -244,14 +242,12 @@ def gateway(
     for module, flag, fallback in (("uvloop", "loop", "asyncio"), ("httptools", "http", "h11")):
         wanted = loop if flag == "loop" else http
         if wanted == module and not _extra_available(module):
-            print(f"  {module} not installed (make bench installs it): --{flag} {fallback}")
+            print(f"  {module} not installed (pip install -e .): --{flag} {fallback}")
             if flag == "loop":
                 loop = fallback
             else:
                 http = fallback
     paths = [str(BENCH / "gc_probe")] if gc_probe else []  # see gc_probe/sitecustomize.py
-    if loop == "uvloop" or http == "httptools":
-        paths.append(str(EXTRAS))
     if paths:
         full_env["PYTHONPATH"] = os.pathsep.join([*paths, full_env.get("PYTHONPATH", "")]).strip(
             os.pathsep

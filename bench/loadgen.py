@@ -37,15 +37,7 @@ import resource
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
-
-EXTRAS = (
-    Path(os.environ.get("ECO_CACHE_DIR", Path.home() / ".cache" / "eco-gateway")).expanduser()
-    / "bench-extras"
-)
-if EXTRAS.is_dir():
-    sys.path.append(str(EXTRAS))
 
 _MARKER = re.compile(rb"~(\d+):(\d+)~")
 _STATUS = re.compile(rb'"status":\s*(\d+)')

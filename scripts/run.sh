@@ -62,8 +62,10 @@ MSG
 # own limit is the backstop for anything else still open (a POST) a little after that.
 shutdown_timeout="$(.venv/bin/python -c 'import math; from app.config import Settings
 print(math.ceil(Settings().shutdown_grace_seconds) + 10)')"
+# As docs/deployment.md recommends: uvloop and httptools (C event loop and HTTP parser).
 # --no-proxy-headers: the app reads X-Forwarded-For itself, from TRUSTED_PROXIES only.
 .venv/bin/uvicorn app.main:app --host "$GATEWAY_HOST" --port "$GATEWAY_PORT" \
+    --loop uvloop --http httptools \
     --timeout-graceful-shutdown "$shutdown_timeout" --no-proxy-headers &
 gateway_pid=$!
 wait "$gateway_pid"

@@ -72,7 +72,13 @@ class GatewayProcess:
                 str(self.port),
                 "--log-level",
                 "warning",
-                "--no-proxy-headers",  # as scripts/run.sh: TRUSTED_PROXIES is the one switch
+                # As scripts/run.sh starts it: TRUSTED_PROXIES is the one switch for forwarded
+                # headers, on uvloop and httptools.
+                "--no-proxy-headers",
+                "--loop",
+                "uvloop",
+                "--http",
+                "httptools",
             ],
             cwd=ROOT,
             env=env,
