@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     sse_ping_interval: float = Field(10.0, gt=0)  # ": ping" comments while waiting
     sse_send_timeout: float = Field(30.0, gt=0)  # a client that stops reading is dropped
     sse_retry_ms: int = Field(1000, ge=0)  # "retry:" hint: an EventSource reconnects after this
-    # Last-Event-ID resume (app/chat/streams.py): a stream's events are kept this long after
+    # Last-Event-ID resume (app/streams/hub.py): a stream's events are kept this long after
     # its last one (0: only while it runs), in Redis under REDIS_STREAM_PREFIX when REDIS_URL is set.
     stream_resume_ttl_seconds: float = Field(60.0, ge=0)
     # A generation whose client left keeps running this long for a reconnect (0: stop at once,

@@ -20,24 +20,24 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app.chat.events import envelope
 from app.chat.intent_bank import build_intents
 from app.chat.pipeline import RecommendationService
 from app.chat.session_backend import open_session_store
-from app.chat.streams import open_stream_hub
 from app.config import Settings, get_settings
-from app.deps import ChatContext
-from app.errors import BadInput, InternalFailure
+from app.domain.errors import BadInput, InternalFailure
+from app.domain.events import envelope
 from app.feedback.service import open_feedback
-from app.limits import open_limits
 from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
-from app.routers import feedback as feedback_routes
-from app.routers import health, page, recommendation
+from app.streams.open import open_stream_hub
+from app.web.deps import ChatContext
+from app.web.limits import open_limits
+from app.web.routers import feedback as feedback_routes
+from app.web.routers import health, page, recommendation
 
 __all__ = ["create_app"]
 

@@ -1,7 +1,7 @@
 """Prometheus metrics, one registry per app (no process-global state for tests to reset).
 
 Who records what:
-    app/sse.py, routers     requests by endpoint and outcome, open streams, client disconnects
+    app/web/sse.py, routers     requests by endpoint and outcome, open streams, client disconnects
     app/chat/pipeline.py    time to first token, inter-token latency, tokens out, retrieval latency
     app/llm/                upstream errors by kind, upstream aborts, outstanding requests and
                             health per replica
@@ -48,7 +48,7 @@ class _LoopTasks(Collector):
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry()
-        # --- requests (routers, app/sse.py) ---
+        # --- requests (routers, app/web/sse.py) ---
         self.requests = Counter(
             "gateway_requests",
             "finished recommendation requests by endpoint (GET streams, POST json) and outcome "

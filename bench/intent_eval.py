@@ -40,7 +40,6 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.categories import Category  # noqa: E402
 from app.chat.intent import Act, Intent, IntentClassifier, IntentKind  # noqa: E402
 from app.chat.intent_bank import (  # noqa: E402
     BUNDLED_EXAMPLES,
@@ -49,6 +48,7 @@ from app.chat.intent_bank import (  # noqa: E402
     load_examples,
 )
 from app.chat.sessions import SessionState, Turn  # noqa: E402
+from app.domain.categories import Category  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "intent"

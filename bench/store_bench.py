@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import qdrant_edge as qe  # noqa: E402
 from qdrant_client import models  # noqa: E402
 
-from app.chat.categories import Category  # noqa: E402
+from app.domain.categories import Category  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 from app.rag.retriever import HybridRetriever  # noqa: E402
 from app.rag.sparse import SparseEncoder, SparseVector  # noqa: E402

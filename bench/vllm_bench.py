@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import harness as h
 
-from app.chat.categories import Category
+from app.chat.prompts import base_info_messages
 from app.config import Settings
+from app.domain.categories import Category
 from app.llm.client import chat_payload
-from app.llm.prompts import base_info_messages
 from app.llm.scrubber import AnswerScrubber
 from tests.e2e.vllm_server import (
     SERVED_MODEL_NAME,

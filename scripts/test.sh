@@ -31,6 +31,8 @@ echo ">> ruff" >&2
 .venv/bin/ruff format --check app tests bench scripts
 echo ">> mypy (strict on app/)" >&2
 .venv/bin/mypy
+echo ">> import layers (lint-imports, contracts in pyproject.toml)" >&2
+.venv/bin/lint-imports --no-cache
 
 echo ">> pytest" >&2
 set +e

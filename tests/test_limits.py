@@ -9,8 +9,8 @@ import pytest
 from starlette.requests import Request
 
 from app.config import Settings
-from app.errors import RateLimited
-from app.limits import Limits, open_limits, rate_items
+from app.domain.errors import RateLimited
+from app.web.limits import Limits, open_limits, rate_items
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ import anyio
 import httpx
 import pytest
 
-from app.chat.streams import SHUTDOWN_MESSAGE
+from app.streams.log import SHUTDOWN_MESSAGE
 from tests.support.gateway import GatewayProcess
 from tests.support.sse import Frame, StreamResult, assert_well_formed, iter_frames
 from tests.support.store import store_copy

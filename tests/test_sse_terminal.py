@@ -1,5 +1,5 @@
 """The old server sent a keep-alive ping after the stream had closed. Ours cannot: the
-terminal event shuts the ping gate before it is sent (app/sse.py).
+terminal event shuts the ping gate before it is sent (app/web/sse.py).
 
 Both tests serve a stream whose pipeline, after its terminal event, spends a while
 cleaning up (as ours does when it closes the upstream and records the turn) while pings
@@ -20,11 +20,12 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Route
 
-from app.chat.events import Delta, Done, StreamEvent
-from app.chat.streams import LoggedEvent, open_stream_hub
 from app.config import Settings
+from app.domain.events import Delta, Done, StreamEvent
 from app.metrics import Metrics
-from app.sse import event_source_response
+from app.streams.log import LoggedEvent
+from app.streams.open import open_stream_hub
+from app.web.sse import event_source_response
 from tests.support.sse import assert_well_formed, read_stream
 from tests.support.threaded_server import serve_in_thread
 

@@ -4,7 +4,7 @@ Gateways under uvicorn in subprocesses against the scripted upstream: the sessio
 (defaults: a client that leaves stops its generation at once), one with a resume grace (a
 generation outlives its client for a few seconds), and two sharing a redis-server, so that a
 reconnect lands on the process that did not generate the stream. What must hold (see
-app/chat/streams.py): the text before the drop plus the text after the reconnect is exactly an
+app/streams/hub.py): the text before the drop plus the text after the reconnect is exactly an
 uninterrupted stream's; one upstream request per question; nothing more to send -> HTTP 204.
 """
 
@@ -20,7 +20,7 @@ import anyio
 import httpx
 import pytest
 
-from app.chat.streams import StreamAborted
+from app.streams.log import StreamAborted
 from tests.support.gateway import GatewayProcess
 from tests.support.redis_server import redis_server
 from tests.support.sse import Frame, StreamResult, assert_well_formed, iter_frames, read_stream

@@ -39,8 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from app.chat.categories import Category
 from app.chat.sessions import SessionState
+from app.domain.categories import Category
 
 __all__ = [
     "Act",

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.chat.categories import Category
 from app.chat.intent import Act, Example, IntentClassifier, Intents
+from app.domain.categories import Category
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.lexical import LexicalEmbedder
 

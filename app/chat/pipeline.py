@@ -22,12 +22,13 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
-from app.chat.events import Delta, Done, Failed, StreamEvent
 from app.chat.intent import Intent, IntentKind, Intents, normalize_message
+from app.chat.prompts import base_info_messages, free_text_messages
 from app.chat.sessions import SessionState, SessionStore, Turn
+from app.chat.slots import SessionSlots
 from app.config import Settings
-from app.errors import (
+from app.domain.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
+from app.domain.errors import (
     BadInput,
     GatewayError,
     InternalFailure,
@@ -35,9 +36,8 @@ from app.errors import (
     Overloaded,
     UpstreamFailed,
 )
-from app.limits import SessionSlots
+from app.domain.events import Delta, Done, Failed, StreamEvent
 from app.llm.client import ChatMessage, LLMClient
-from app.llm.prompts import base_info_messages, free_text_messages
 from app.llm.repetition import RepetitionGuard, sentences
 from app.llm.schema import (
     DESCRIPTION_MAX_CHARS,

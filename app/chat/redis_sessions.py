@@ -33,8 +33,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from app.chat.categories import Category
 from app.chat.sessions import SessionState, Turn
+from app.domain.categories import Category
 
 __all__ = ["RedisSessionStore"]
 

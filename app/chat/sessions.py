@@ -14,7 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 
 __all__ = ["InMemorySessionStore", "SessionState", "SessionStore", "Turn", "new_session_id"]
 

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from saq.utils import exponential_backoff
 
 from app.config import Settings
-from app.errors import GatewayError
+from app.domain.errors import GatewayError
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.prompt import fallback_text, feedback_messages
 from app.feedback.summary import WeekSummary

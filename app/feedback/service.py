@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from saq.queue.redis import RedisQueue
 
 from app.config import Settings
-from app.errors import Overloaded
+from app.domain.errors import Overloaded
 from app.feedback.dates import SEOUL
 from app.feedback.delivery import CallbackSender
 from app.feedback.generator import FeedbackGenerator

@@ -34,7 +34,7 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
+from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
 from app.llm.schema import ANSWER_JSON_SCHEMA
 from app.llm.transport import StreamingTransport
 from app.llm.upstreams import Upstream, UpstreamPool

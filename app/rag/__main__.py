@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from app.chat.categories import parse_category
 from app.config import get_settings
+from app.domain.categories import parse_category
 from app.rag.corpus import load_corpus
 from app.rag.embedder import load_embedder
 from app.rag.ingest import ingest

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from async_lru import alru_cache
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 from app.rag.embedder import Embedder
 from app.rag.retriever import EmbedderBusy, Hit, HybridRetriever, QueryVector, SearchMode
 

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 
 __all__ = ["Document", "load_corpus"]
 

@@ -14,7 +14,7 @@ from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 from app.rag.retriever import Hit, HybridRetriever
 
 __all__ = ["ChallengeRetriever"]

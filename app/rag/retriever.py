@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import anyio
 import numpy as np
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 from app.rag.corpus import Document
 from app.rag.embedder import Embedder, Vectors
 from app.rag.sparse import SparseEncoder
@@ -170,9 +170,7 @@ class HybridRetriever:
             raise EmbedderBusy(f"{self.embeddings_waiting} queries waiting for the embedder")
         self._embeddings += 1
         try:
-            return await anyio.to_thread.run_sync(
-                self.embed_query, query, limiter=self._embedding
-            )
+            return await anyio.to_thread.run_sync(self.embed_query, query, limiter=self._embedding)
         finally:
             self._embeddings -= 1
 

@@ -30,8 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from app.chat.pipeline import OFF_TOPIC_REPLY
-from app.chat.streams import StreamAborted
-from app.errors import UpstreamFailed
+from app.domain.errors import UpstreamFailed
+from app.streams.log import StreamAborted
 from tests.support.gateway import ROOT, GatewayProcess
 from tests.support.store import store_copy
 from tests.upstream.scripted_openai import (

@@ -1,7 +1,7 @@
 import pytest
 
-from app.chat.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
 from app.chat.intent import named_category, normalize_message
+from app.domain.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
 
 
 @pytest.mark.parametrize("category", list(Category))

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.chat.categories import Category
 from app.chat.intent import Act, Example, Intent, IntentClassifier, IntentKind
 from app.chat.intent_bank import (
     build_classifier,
@@ -24,6 +23,7 @@ from app.chat.intent_bank import (
     save_vectors,
 )
 from app.chat.sessions import SessionState, Turn
+from app.domain.categories import Category
 from app.rag.embedder import Embedder, load_embedder
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ import json
 import numpy as np
 import pytest
 
-from app.chat.categories import Category
-from app.chat.events import Delta, Done
 from app.chat.intent import Act, Example, IntentClassifier, Intents
 from app.chat.pipeline import RecommendationService
 from app.chat.sessions import InMemorySessionStore
 from app.config import Settings
+from app.domain.categories import Category
+from app.domain.events import Delta, Done
 from app.llm.client import LLMClient, build_http_client
 from app.metrics import Metrics
 from app.rag.lexical import LexicalEmbedder

@@ -19,9 +19,9 @@ import httpx
 import pytest
 from redis.asyncio import Redis
 
-from app.chat.categories import Category
 from app.chat.redis_sessions import RedisSessionStore
 from app.chat.sessions import InMemorySessionStore, SessionStore, Turn
+from app.domain.categories import Category
 from tests.support.gateway import GatewayProcess
 from tests.support.redis_server import redis_server
 from tests.support.sse import read_stream

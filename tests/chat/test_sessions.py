@@ -3,8 +3,8 @@ stores share is tested over both in tests/chat/test_redis_sessions.py."""
 
 import pytest
 
-from app.chat.categories import Category
 from app.chat.sessions import InMemorySessionStore, Turn, new_session_id
+from app.domain.categories import Category
 
 pytestmark = pytest.mark.anyio
 

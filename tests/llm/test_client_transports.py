@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.chat.categories import Category
+from app.chat.prompts import free_text_messages
 from app.config import Settings
-from app.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
+from app.domain.categories import Category
+from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
 from app.llm.client import LLMClient, build_http_client
-from app.llm.prompts import free_text_messages
 from tests.upstream.scripted_openai import DEFAULT_CONTENT, ScriptedUpstreamThread
 
 pytestmark = pytest.mark.anyio

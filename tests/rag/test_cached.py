@@ -11,8 +11,8 @@ import anyio
 import numpy as np
 import pytest
 
-from app.chat.categories import Category
 from app.config import Settings
+from app.domain.categories import Category
 from app.rag.cached import CachedRetriever
 from app.rag.retriever import HybridRetriever
 from app.rag.startup import open_retriever

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.chat.categories import Category
+from app.domain.categories import Category
 from app.rag.corpus import Document, load_corpus
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.ingest import ingest

@@ -13,17 +13,17 @@ from typing import Any
 import anyio
 import pytest
 
-from app.chat.events import Delta, Done, StreamEvent
-from app.chat.streams import (
+from app.config import Settings
+from app.domain.events import Delta, Done, StreamEvent
+from app.streams.hub import StreamHub
+from app.streams.log import (
     SHUTDOWN_MESSAGE,
     LoggedEvent,
     StreamAborted,
-    StreamHub,
     StreamSource,
-    open_stream_hub,
     parse_event_id,
 )
-from app.config import Settings
+from app.streams.open import open_stream_hub
 
 pytestmark = pytest.mark.anyio
 

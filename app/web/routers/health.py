@@ -16,11 +16,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from app.chat.events import Envelope, envelope
-from app.deps import MetricsDep
-from app.errors import GatewayError
+from app.domain.errors import GatewayError
+from app.domain.events import Envelope, envelope
 from app.llm.client import LLMClient
 from app.rag.retriever import Retriever
+from app.web.deps import MetricsDep
 
 __all__ = ["Readiness", "router"]
 

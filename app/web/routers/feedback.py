@@ -28,14 +28,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from app.chat.events import Envelope, envelope, envelope_json
 from app.config import Settings
-from app.errors import BadInput, GatewayError, InvalidValue, Overloaded, Unauthorized
+from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded, Unauthorized
+from app.domain.events import Envelope, envelope, envelope_json
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackRequest, invalid_fields
 from app.feedback.records import ResultLog
 from app.feedback.service import FeedbackService
-from app.sse import EventStreamResponse
+from app.web.sse import EventStreamResponse
 
 __all__ = ["router"]
 

@@ -1,4 +1,4 @@
-"""The chat page: ``/`` serves app/static/index.html, ``/static/{name}`` its CSS and JS.
+"""The chat page: ``/`` serves app/web/static/index.html, ``/static/{name}`` its CSS and JS.
 
 Plain routes over a fixed list of files rather than a StaticFiles mount: older FastAPI (pyproject
 allows 0.115) silently drops a mount inside an included APIRouter, and a closed list cannot
@@ -13,7 +13,7 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from app.chat.events import envelope
+from app.domain.events import envelope
 
 __all__ = ["router"]
 

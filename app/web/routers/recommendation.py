@@ -14,7 +14,9 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
-from app.chat.events import (
+from app.chat.sessions import new_session_id
+from app.domain.errors import InternalFailure, InvalidValue, Overloaded
+from app.domain.events import (
     MESSAGE_DONE,
     Delta,
     Done,
@@ -23,12 +25,10 @@ from app.chat.events import (
     StreamEvent,
     envelope,
 )
-from app.chat.sessions import new_session_id
-from app.deps import ChatContext, ChatDep, chat_context
-from app.errors import InternalFailure, InvalidValue, Overloaded
 from app.logs import current_request_id
 from app.metrics import Metrics
-from app.sse import EventStreamResponse, event_source_response, resume_response
+from app.web.deps import ChatContext, ChatDep, chat_context
+from app.web.sse import EventStreamResponse, event_source_response, resume_response
 
 __all__ = ["router"]
 

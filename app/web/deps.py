@@ -13,10 +13,10 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.chat.pipeline import RecommendationService
-from app.chat.streams import StreamHub
 from app.config import Settings
-from app.limits import Limits
 from app.metrics import Metrics
+from app.streams.hub import StreamHub
+from app.web.limits import Limits
 
 __all__ = ["ChatContext", "ChatDep", "MetricsDep", "chat_context"]
 
@@ -34,7 +34,7 @@ class ChatContext:
 
 def chat_context(request: Request) -> ChatContext:
     """The lifespan's :class:`ChatContext` (also read directly by the SSE routes, which take
-    no dependencies: ``app/routers/recommendation.py``)."""
+    no dependencies: ``app/web/routers/recommendation.py``)."""
     chat: ChatContext = request.state.chat
     return chat
 

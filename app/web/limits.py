@@ -1,5 +1,4 @@
-"""Who may start a generation now: API key, rate limits per user and per client, per-session
-concurrency.
+"""Who may start a generation now: API key, rate limits per user and per client.
 
 Checked in this order before any retrieval or upstream call; each refusal is one ``error``
 event (GET) or an HTTP status (POST) with a readable Korean message:
@@ -7,9 +6,9 @@ event (GET) or an HTTP status (POST) with a readable Korean message:
     API_KEYS set, no valid key (and not an allowed browser)          -> 401
     more than RATE_LIMIT_PER_MINUTE from one user (its sessionId)    -> 429, retryAfterSeconds
     more than CLIENT_RATE_LIMIT_PER_MINUTE from one client           -> 429, retryAfterSeconds
-    SESSION_MAX_CONCURRENT streams already running on a session      -> 429, retryAfterSeconds
 
-(The global MAX_CONCURRENT_GENERATIONS -> 503 lives in the pipeline.)
+(Per-session concurrency, SESSION_MAX_CONCURRENT -> 429, is ``app.chat.slots``; the global
+MAX_CONCURRENT_GENERATIONS -> 503 lives in the pipeline.)
 
 A user is a chat window: its ``sessionId`` within its client. A client is its API key when it
 presents one, else its address; behind a proxy listed in TRUSTED_PROXIES the address is the
@@ -31,8 +30,8 @@ import hmac
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
@@ -41,9 +40,9 @@ from redis.asyncio import ConnectionPool
 from starlette.requests import HTTPConnection
 
 from app.config import Settings
-from app.errors import GatewayError, RateLimited, Unauthorized
+from app.domain.errors import GatewayError, RateLimited, Unauthorized
 
-__all__ = ["Limits", "SessionSlots", "open_limits", "rate_items"]
+__all__ = ["Limits", "open_limits", "rate_items"]
 
 log = logging.getLogger(__name__)
 
@@ -126,36 +125,6 @@ class Limits:
             return True
         origin = conn.headers.get("origin")
         return origin is not None and origin in self._settings.cors_allow_origins
-
-
-class SessionSlots:
-    """At most ``per_session`` generations at once on one session (two tabs are fine, a
-    script hammering one session is not)."""
-
-    def __init__(self, per_session: int) -> None:
-        self._per_session = per_session
-        self._running: dict[str, int] = {}
-
-    @contextmanager
-    def hold(self, session_id: str) -> Iterator[GatewayError | None]:
-        """Hold one of the session's slots; yields the refusal instead when none is free."""
-        running = self._running.get(session_id, 0)
-        if running >= self._per_session:
-            yield RateLimited(
-                f"session {session_id} already runs {running}",
-                message="이전 답변을 아직 만들고 있어요. 끝난 뒤에 다시 보내 주세요.",
-                retry_after=2.0,
-            )
-            return
-        self._running[session_id] = running + 1
-        try:
-            yield None
-        finally:
-            left = self._running[session_id] - 1
-            if left:
-                self._running[session_id] = left
-            else:
-                del self._running[session_id]
 
 
 @asynccontextmanager

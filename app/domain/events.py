@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from app.errors import GatewayError
+from app.domain.errors import GatewayError
 
 __all__ = [
     "Delta",

@@ -7,7 +7,7 @@ which releases the stream and, with nobody left reading, closes the upstream req
 watchdog drops a client that stops reading for ``SSE_SEND_TIMEOUT``. Keep-alive is ours too:
 sse-starlette's ping task runs beside the data and can wake while a finished stream winds
 down, landing a ``: ping`` after ``close`` (tests/test_sse_terminal.py reproduces that). Here
-one generator writes every frame: ``_frames()`` reads the stream's log (:mod:`app.chat.streams`;
+one generator writes every frame: ``_frames()`` reads the stream's log (:mod:`app.streams.hub`;
 the generation itself runs in the stream hub, so that a reconnect can pick it up) and, after
 ``ping_interval`` of silence, yields a ``: ping`` comment itself. It returns right after the
 terminal event, so there is no later frame to send; a resumed stream ends the same way.
@@ -32,9 +32,10 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.chat.events import StreamEvent
-from app.chat.streams import LoggedEvent, StreamHub, StreamSource, parse_event_id
+from app.domain.events import StreamEvent
 from app.metrics import Metrics
+from app.streams.hub import StreamHub
+from app.streams.log import LoggedEvent, StreamSource, parse_event_id
 
 __all__ = ["EventStreamResponse", "event_source_response", "resume_response"]
 

@@ -1,6 +1,6 @@
 """Stream logs in Redis, so that a reconnect landing on another gateway process resumes there.
 
-Used by :class:`app.chat.streams.StreamHub` when ``REDIS_URL`` is set. The process that
+Used by :class:`app.streams.hub.StreamHub` when ``REDIS_URL`` is set. The process that
 generates a stream keeps it in memory (its own reconnects are served from there) and writes it
 behind to Redis; any other process reads it from Redis. Keys, under one hash tag per stream so
 they share a cluster slot::
@@ -28,18 +28,15 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from app.chat.events import Failed
-from app.chat.streams import LoggedEvent, StreamAborted, shutdown_error
-from app.errors import InternalFailure
-
-if TYPE_CHECKING:
-    from app.chat.streams import StreamHub, StreamSource
+from app.domain.errors import InternalFailure
+from app.domain.events import Failed
+from app.streams.log import LoggedEvent, StreamAborted, StreamSource, shutdown_error
 
 __all__ = ["RedisStreamLog"]
 
@@ -176,7 +173,9 @@ class RedisStreamLog:
             return False
 
     # ------------------------------------------------------------------ another process
-    async def resume(self, stream_id: str, after: int, hub: StreamHub) -> StreamSource | None:
+    async def resume(
+        self, stream_id: str, after: int, drain_expired: anyio.Event
+    ) -> StreamSource | None:
         keys = self.keys(stream_id)
         try:
             # One transaction: a consistent view of the events and the owner's liveness.
@@ -198,18 +197,22 @@ class RedisStreamLog:
         if not live and (last is None or not last.terminal):
             seq = max(after, last.seq if last else 0) + 1
             backlog.append(LoggedEvent.of(seq, Failed(StreamAborted("stream owner gone"))))
-        return _RemoteSource(self, hub, stream_id, backlog)
+        return _RemoteSource(self, drain_expired, stream_id, backlog)
 
 
 class _RemoteSource:
     """Follows a stream that another process generates (or generated)."""
 
     def __init__(
-        self, log_: RedisStreamLog, hub: StreamHub, stream_id: str, backlog: list[LoggedEvent]
+        self,
+        log_: RedisStreamLog,
+        drain_expired: anyio.Event,
+        stream_id: str,
+        backlog: list[LoggedEvent],
     ) -> None:
         self._log = log_
         self._redis = log_._redis
-        self._hub = hub
+        self._drain_expired = drain_expired
         self._id = stream_id
         self._keys = log_.keys(stream_id)
         self._backlog = backlog
@@ -232,7 +235,7 @@ class _RemoteSource:
             self._backlog = []
             if batch:
                 return batch
-        if self._hub.drain_expired.is_set():
+        if self._drain_expired.is_set():
             return [LoggedEvent.of(seq + 1, Failed(shutdown_error()))]
         block_ms = max(1, int(min(wait, _REFRESH_INTERVAL) * 1000))
         try:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.chat.categories import Category
 from app.chat.sessions import Turn
+from app.domain.categories import Category
 from app.llm.client import ChatMessage
 from app.rag.retriever import Hit
 
