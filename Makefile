@@ -13,7 +13,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 install: $(PY) ## install the gateway and its test tools into .venv
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,langchain]'
 
 install-vllm: ## install vLLM (CPU build without a GPU) into its own cached venv
 	scripts/install_vllm.sh

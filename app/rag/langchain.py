@@ -1,7 +1,8 @@
 """The retriever as a LangChain ``BaseRetriever``, for chains and agents that want one.
 
 Streaming never goes through LangChain; this is an adapter for reuse, with the same search
-(hybrid, category filter) as the gateway. LangChain is imported only by this module.
+(hybrid, category filter) as the gateway. LangChain is imported only by this module, and
+installed only with the ``langchain`` extra (``pip install -e .[langchain]``).
 """
 
 from __future__ import annotations
