@@ -94,27 +94,21 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 retriever.embedder_name,
             )
             # Everything built so far lives as long as the process: take it out of the
-            # collector's sight, or each full collection walks it again (130-210 ms pauses
-            # under load, bench/README.md "Profile").
+            # collector's sight, or each full collection walks it again (long pauses under
+            # load; bench/README.md "Profile").
             gc.collect()
             gc.freeze()
-            # Young collections 14x rarer. Each streamed event stays in its stream's log
-            # until the resume TTL, so under load the young generation filled every few
-            # hundred events and each collection pushed them on towards the older ones,
-            # whose collections walk every kept log. CPU per chunk at 100 streams: 152 ->
-            # 131 µs; the scaling limit 400 -> 750 streams (bench/README.md "Profile").
+            # Rarer young collections: each streamed event stays in its stream's log until
+            # the resume TTL, so with Python's default the young generation fills every few
+            # hundred events under load, and each collection pushes them on towards the
+            # older generations, whose collections walk every kept log (bench/README.md
+            # "Profile" has the CPU per chunk and the streams served with and without).
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+            # What the routes read (``request.state``); everything else lives in these.
             yield {
                 "settings": settings,
-                "http": http,
-                "llm": llm,
-                "retriever": retriever,
-                "sessions": sessions,
-                "service": service,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
-                "limits": limits,
-                "streams": streams,
                 "chat": ChatContext(service, limits, settings, metrics, streams),
                 "feedback": feedback,
             }

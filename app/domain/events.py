@@ -65,7 +65,7 @@ def envelope_json(status: int, message: str, data: Any) -> str:
     """The envelope as compact JSON, non-ASCII kept (what every SSE ``data`` carries)."""
     if type(status) is int and type(message) is str and type(data) is str:
         # Every ``challenge`` event takes this path, so it skips json.dumps' dict machinery
-        # (about 3 µs a chunk, bench/README.md "Profile"); the text is escaped by the very
+        # (bench/README.md "Profile"); the text is escaped by the very
         # function json.dumps uses with ensure_ascii=False, so the output is the same.
         return f'{{"status":{status},"message":{_encode_str(message)},"data":{_encode_str(data)}}}'
     return json.dumps(envelope(status, message, data), ensure_ascii=False, separators=(",", ":"))

@@ -186,8 +186,8 @@ class StreamHub:
         if self.draining or self._group is None:
             self._append(stream, Failed(shutdown_error()))
         else:
-            # A plain task, not one of the group's: an anyio spawn cost ~75 µs of a stream's
-            # start (bench/README.md "Profile"). ``close`` waits for them.
+            # A plain task, not one of the group's: an anyio spawn is a visible share of a
+            # stream's start (bench/README.md "Profile"). ``close`` waits for them.
             task = asyncio.get_running_loop().create_task(self._generate(stream, events))
             self._generations.add(task)
             task.add_done_callback(self._generations.discard)

@@ -84,8 +84,9 @@ class EventStreamResponse(Response):
                 await asyncio.sleep(0)  # let the generation send its upstream request first
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             # One plain task watches for the client leaving and one timer for a client that
-            # stopped reading; either cancels the scope. (An anyio task group with two tasks
-            # did the same; its spawns were ~4 % of a request's CPU, bench/README.md "Profile".)
+            # stopped reading; either cancels the scope. Plain asyncio tasks, not an anyio task
+            # group: its spawns cost more per request than the rest of this set-up
+            # (bench/README.md "Profile").
             loop = asyncio.get_running_loop()
             with anyio.CancelScope() as cancel:
                 watcher = loop.create_task(_watch_client(receive, cancel))

@@ -103,8 +103,9 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 class _StreamRoute(APIRoute):
     """An SSE route: in the OpenAPI schema like any other (declared by ``_stream_route``), but
     its endpoint is called with the request alone. FastAPI's request handler (body reading,
-    dependency solving, its telemetry hooks, the response checks) cost ~140 µs of each stream
-    start, on the way to the upstream call (bench/README.md "Profile"); these endpoints read
+    dependency solving, its telemetry hooks, the response checks) is a visible share of each
+    stream's start, on the way to the upstream call (bench/README.md "Profile"); these
+    endpoints read
     what they need from the request themselves (the lifespan's ``ChatContext`` in
     ``request.state``, the query parameters)."""
 
