@@ -26,6 +26,8 @@ from typing import Any
 
 import httpx
 
+from app.llm.sse_decode import iter_frames
+
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT / "bench" / "data" / "intent" / "dev.jsonl"
 CORPUS = ROOT / "app" / "rag" / "data" / "challenges.jsonl"
@@ -42,19 +44,14 @@ async def one_turn(client: httpx.AsyncClient, number: int, message: str) -> dict
     started = time.perf_counter()
     text: list[str] = []
     terminal: dict[str, Any] = {"event": None}
-    event = None
     async with client.stream(
         "GET", FREE, params={"sessionId": f"quality-{number}", "message": message}
     ) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:") and event:
-                payload = json.loads(line[5:])
-                if event == "challenge":
-                    text.append(payload["data"])
-                else:
-                    terminal = {"event": event, **payload}
+        async for frame in iter_frames(response.aiter_lines()):
+            if frame.event == "challenge":
+                text.append(frame.payload["data"])
+            elif frame.event:
+                terminal = {"event": frame.event, **frame.payload}
     return {
         "message": message,
         "seconds": round(time.perf_counter() - started, 1),

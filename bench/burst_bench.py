@@ -54,6 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import harness
 
+from app.llm.sse_decode import iter_frames
+
 INTERVAL = 0.05
 REFILL_SECONDS = 11.0
 CHUNKS = 100  # 5 s per answer: the running stream outlasts the burst's first texts
@@ -98,19 +100,17 @@ def pct(values: list[float], q: float) -> float:
 async def one_user(client: httpx.AsyncClient, session: str, message: str) -> dict[str, Any]:
     started = time.perf_counter()
     first: float | None = None
-    event = terminal = None
+    terminal = None
     upstream_text = False
     params = {"sessionId": session, "message": message}
     async with client.stream("GET", harness.FREE_TEXT, params=params) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:") and event == "challenge":
-                if first is None and "~" in line:  # the upstream's marker: real model text
+        async for frame in iter_frames(response.aiter_lines()):
+            if frame.event == "challenge":
+                if first is None and "~" in (frame.data or ""):  # the upstream's marker
                     first = time.perf_counter() - started
                     upstream_text = True
-            elif line.startswith("data:") and event in ("close", "error"):
-                terminal = (event, json.loads(line[5:])["status"])
+            elif frame.event in ("close", "error"):
+                terminal = (frame.event, frame.payload["status"])
     return {"ttft": first, "terminal": terminal, "upstream": upstream_text}
 
 
@@ -119,11 +119,8 @@ async def running_stream(client: httpx.AsyncClient, started: asyncio.Event) -> l
     arrivals: list[float] = []
     query = {**harness.BASE_INFO_QUERY, "sessionId": "already-running"}
     async with client.stream("GET", harness.BASE_INFO, params=query) as response:
-        event = None
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:") and event == "challenge" and "~" in line:
+        async for frame in iter_frames(response.aiter_lines()):
+            if frame.event == "challenge" and "~" in (frame.data or ""):
                 arrivals.append(time.perf_counter())
                 started.set()
     return arrivals

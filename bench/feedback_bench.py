@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import harness
 
+from app.llm.sse_decode import iter_frames
 from tests.feedback.requests import FEEDBACK_TEXT, feedback_body
 
 _UPSTREAM = """
@@ -45,8 +46,8 @@ async def _ttft(http: httpx.AsyncClient, n: int) -> float:
     started = time.perf_counter()
     path = harness.base_info_path(sessionId=f"bench-{n}")
     async with http.stream("GET", path) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("event: challenge"):
+        async for frame in iter_frames(response.aiter_lines()):
+            if frame.event == "challenge":
                 return (time.perf_counter() - started) * 1000
     raise RuntimeError("stream without text")
 

@@ -45,6 +45,7 @@ from app.config import Settings
 from app.domain.categories import Category
 from app.llm.client import chat_payload
 from app.llm.scrubber import AnswerScrubber
+from app.llm.sse_decode import iter_frames
 from tests.e2e.vllm_server import (
     SERVED_MODEL_NAME,
     VLLMServer,
@@ -84,10 +85,10 @@ async def _direct_once(
     async with client.stream("POST", url, json=payload) as response:
         if response.status_code != 200:
             return {"outcome": f"http_{response.status_code}"}
-        async for line in response.aiter_lines():
-            if not line.startswith("data: "):
+        async for frame in iter_frames(response.aiter_lines()):
+            data = frame.data
+            if data is None:
                 continue
-            data = line[6:]
             if data == "[DONE]":
                 outcome = "done"
                 continue
@@ -114,11 +115,11 @@ async def _gateway_once(client: httpx.AsyncClient, url: str) -> dict[str, Any]:
     first = None
     outcome = "eof"
     async with client.stream("GET", url) as response:
-        async for line in response.aiter_lines():
-            if line == "event: challenge" and first is None:
+        async for frame in iter_frames(response.aiter_lines()):
+            if frame.event == "challenge" and first is None:
                 first = time.monotonic()
-            elif line in ("event: close", "event: error"):
-                outcome = line[7:]
+            elif frame.event in ("close", "error"):
+                outcome = frame.event
     return {"outcome": outcome, "ttft_display": None if first is None else first - t0}
 
 

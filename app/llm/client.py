@@ -28,7 +28,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
@@ -36,6 +36,7 @@ import httpx
 from app.config import Settings
 from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
 from app.llm.schema import ANSWER_JSON_SCHEMA
+from app.llm.sse_decode import iter_sse_data
 from app.llm.transport import StreamingTransport
 from app.llm.upstreams import Upstream, UpstreamPool
 from app.metrics import Metrics
@@ -117,38 +118,6 @@ def chat_payload(
             "json_schema": {"name": "recommendation", "schema": schema or ANSWER_JSON_SCHEMA},
         }
     return payload
-
-
-async def iter_sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The ``data`` of each server-sent event, per the SSE rules (lines end in CRLF, LF or CR;
-    multi-line data joined by LF; comments and other fields skipped; an unfinished last event
-    dropped), from the body's bytes.
-
-    Bytes, not text: ``json.loads`` reads UTF-8 bytes itself, and the byte-level split is
-    cheaper than httpx's text and line decoders stacked on the stream."""
-    rest = b""
-    data: list[bytes] = []
-    async for chunk in chunks:
-        if rest:
-            chunk = rest + chunk
-        lines = chunk.splitlines(keepends=True)
-        # An unfinished last line waits for more; so does one ending in CR (an LF may follow).
-        rest = lines.pop() if lines and not lines[-1].endswith(b"\n") else b""
-        for line in lines:
-            line = line.rstrip(b"\r\n")
-            if not line:
-                if data:
-                    yield data[0] if len(data) == 1 else b"\n".join(data)
-                    data.clear()
-                continue
-            if line.startswith(b"data:"):
-                value = line[5:]
-                data.append(value[1:] if value.startswith(b" ") else value)
-            elif line == b"data":
-                data.append(b"")
-            # Comments (":") and other fields (event, id, retry) carry nothing we use.
-    # An event without its closing blank line is dropped, as the SSE rules say: a stream cut
-    # there ends before [DONE] ("cut"), not with half a JSON object ("malformed").
 
 
 def _content_of(event: bytes) -> str | None:

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from app.llm.client import iter_sse_data
+from app.llm.sse_decode import iter_sse_data
 from app.llm.transport import StreamingTransport
 
 pytestmark = pytest.mark.anyio

@@ -1,30 +1,25 @@
 """A strict reader of our SSE streams, keeping comments and order so tests can assert
-exactly what came after what."""
+exactly what came after what. The parsing is ``app.llm.sse_decode``'s, the one SSE reader."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from app.llm.sse_decode import SseFrame
+from app.llm.sse_decode import iter_frames as decode_frames
+
 
 @dataclass
-class Frame:
-    """One SSE block: an event (``event`` set), a comment-only block (``comments``), or the
-    opening block of a stream (``id`` and ``retry``, no data: nothing is dispatched)."""
-
-    event: str | None = None
-    id: str | None = None
-    data: str | None = None
-    retry: int | None = None
-    comments: list[str] = field(default_factory=list)
+class Frame(SseFrame):
+    """One SSE block of our streams, with our id format (``<streamId>.<seq>``) read."""
 
     @property
     def seq(self) -> int:
-        """The event's number in its stream (ids are ``<streamId>.<seq>``)."""
+        """The event's number in its stream."""
         assert self.id is not None, self
         return int(self.id.rpartition(".")[2])
 
@@ -35,48 +30,17 @@ class Frame:
 
     @property
     def payload(self) -> dict[str, Any]:
-        assert self.data is not None, self
-        value = json.loads(self.data)
-        assert isinstance(value, dict)
+        value = super().payload
+        assert isinstance(value, dict), self
         return value
 
 
-def _filled(frame: Frame) -> bool:
-    return bool(
-        frame.event
-        or frame.data is not None
-        or frame.comments
-        or frame.id is not None
-        or frame.retry is not None
-    )
-
-
 async def iter_frames(lines: AsyncIterator[str]) -> AsyncIterator[Frame]:
-    frame = Frame()
-    async for line in lines:
-        if line == "":
-            if _filled(frame):
-                yield frame
-            frame = Frame()
-            continue
-        if line.startswith(":"):
-            frame.comments.append(line[1:].strip())
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "event":
-            frame.event = value
-        elif name == "id":
-            frame.id = value
-        elif name == "data":
-            frame.data = value if frame.data is None else frame.data + "\n" + value
-        elif name == "retry":
-            assert value.isdigit(), line
-            frame.retry = int(value)
-        else:
-            raise AssertionError(f"unexpected SSE field {line!r}")
-    if _filled(frame):
-        yield frame
+    """The gateway's blocks, strictly: a field SSE does not define fails the test, and a
+    last block without its blank line is shown, not dropped."""
+    async for frame in decode_frames(lines, incomplete=True):
+        assert not frame.unknown, f"unexpected SSE fields {frame.unknown}"
+        yield Frame(**vars(frame))
 
 
 @dataclass
