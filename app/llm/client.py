@@ -34,7 +34,15 @@ from typing import Any
 import httpx
 
 from app.config import Settings
-from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
+from app.domain.errors import GatewayError, UpstreamFailed, UpstreamTimedOut
+from app.llm.failures import (
+    error_kind,
+    error_of_status,
+    error_of_transport,
+    event_error_kind,
+    is_connect_failure,
+    worth_another_replica,
+)
 from app.llm.schema import ANSWER_JSON_SCHEMA
 from app.llm.sse_decode import iter_sse_data
 from app.llm.transport import StreamingTransport
@@ -177,10 +185,10 @@ class LLMClient:
                     self._model = str(response.json()["data"][0]["id"])
                     break
                 except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
-                    error = _map_transport_error(exc, f"listing models of {upstream.label}")
-                    if _is_connect_failure(exc):
+                    error = error_of_transport(exc, f"listing models of {upstream.label}")
+                    if is_connect_failure(exc):
                         self._pool.mark_down(upstream, f"{type(exc).__name__} listing models")
-                    self._count(_kind_of(exc))
+                    self._count(error_kind(exc))
             else:
                 assert error is not None
                 raise error
@@ -217,7 +225,7 @@ class LLMClient:
                 try:
                     content = _content_of(event)
                 except UpstreamFailed:
-                    self._count(_event_error_kind(event))
+                    self._count(event_error_kind(event))
                     raise
                 if content:
                     yield content
@@ -228,7 +236,7 @@ class LLMClient:
                 self._count("cut")
                 raise UpstreamFailed(f"{upstream.label}: stream ended before [DONE]")
         except httpx.HTTPError as exc:
-            error = _map_transport_error(exc, f"streaming from {upstream.label}")
+            error = error_of_transport(exc, f"streaming from {upstream.label}")
             timed_out = isinstance(error, UpstreamTimedOut)
             self._count("timeout" if timed_out else "cut", abort=timed_out)
             raise error from exc
@@ -264,7 +272,7 @@ class LLMClient:
         try:
             body = await response.aread()
         except httpx.HTTPError as exc:
-            error = _map_transport_error(exc, f"reading from {upstream.label}")
+            error = error_of_transport(exc, f"reading from {upstream.label}")
             self._count("timeout" if isinstance(error, UpstreamTimedOut) else "cut")
             raise error from exc
         finally:
@@ -318,15 +326,15 @@ class LLMClient:
                 try:
                     response = await self._http.send(request, stream=True)
                 except httpx.HTTPError as exc:
-                    error = _map_transport_error(exc, f"connecting to {upstream.label}")
-                    if _is_connect_failure(exc):
+                    error = error_of_transport(exc, f"connecting to {upstream.label}")
+                    if is_connect_failure(exc):
                         self._pool.mark_down(upstream, f"{type(exc).__name__} on a request")
                         self._count("connect")
                         if not last:
                             log.warning("upstream %s: %s; trying another", upstream.label, exc)
                             continue
                     elif not isinstance(exc, httpx.PoolTimeout):  # ours, not the upstream's
-                        self._count(_kind_of(exc), abort=isinstance(error, UpstreamTimedOut))
+                        self._count(error_kind(exc), abort=isinstance(error, UpstreamTimedOut))
                     raise error from exc
                 if response.status_code == 200:
                     streaming = True
@@ -338,8 +346,8 @@ class LLMClient:
                 finally:
                     await response.aclose()
                 self._count("status")
-                error = _map_status(response.status_code, body)
-                if not last and _worth_another(response.status_code):
+                error = error_of_status(response.status_code, body)
+                if not last and worth_another_replica(response.status_code):
                     log.warning(
                         "upstream %s answered %s; trying another",
                         upstream.label,
@@ -356,53 +364,3 @@ class LLMClient:
         self._metrics.upstream_errors.labels(kind).inc()
         if abort:
             self._metrics.upstream_aborts.inc()
-
-
-def _worth_another(status: int) -> bool:
-    """A status another replica may not answer: busy (429) or failing (5xx)."""
-    return status == 429 or status >= 500
-
-
-def _is_connect_failure(exc: BaseException) -> bool:
-    """No answer at all: refused, unreachable, connect timeout, or reset before the status line."""
-    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-        return True
-    return isinstance(exc, httpx.ReadError | httpx.WriteError | httpx.RemoteProtocolError)
-
-
-def _kind_of(exc: BaseException) -> str:
-    """The ``gateway_upstream_errors`` kind of an error before the stream starts."""
-    if isinstance(exc, httpx.HTTPStatusError):
-        return "status"
-    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-        return "timeout"
-    if isinstance(exc, httpx.HTTPError):
-        return "connect"
-    return "malformed"  # a model list we cannot read
-
-
-def _event_error_kind(event: bytes) -> str:
-    """``inband`` for an ``{"error": ...}`` event, else ``malformed`` (error path only)."""
-    try:
-        chunk = json.loads(event)
-    except ValueError:
-        return "malformed"
-    return "inband" if isinstance(chunk, dict) and "error" in chunk else "malformed"
-
-
-def _map_status(status: int, body: str) -> GatewayError:
-    detail = f"upstream answered {status}: {body}"
-    if status in (429, 503):
-        return Overloaded(detail, retry_after=2.0)
-    return UpstreamFailed(detail)
-
-
-def _map_transport_error(exc: BaseException, during: str) -> GatewayError:
-    detail = f"upstream {type(exc).__name__} while {during}: {exc}"
-    if isinstance(exc, httpx.PoolTimeout):
-        return Overloaded(detail)
-    if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-        return UpstreamTimedOut(detail)
-    if isinstance(exc, httpx.HTTPStatusError):
-        return _map_status(exc.response.status_code, "")
-    return UpstreamFailed(detail)
