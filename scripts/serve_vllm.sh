@@ -21,7 +21,7 @@
 #   VLLM_CACHE_ROOT         default: a per-user folder under ${TMPDIR:-/tmp}
 #   LOG_DIR                 --background log/pid folder, default /tmp
 #   HEALTH_TIMEOUT          --background wait for /health in seconds, default 300
-#   PREFLIGHT               1: run `python -m app.llm.preflight` on a local MODEL first; 0 skips
+#   PREFLIGHT               1: run `python -m preflight` on a local MODEL first; 0 skips
 # On CPU the server runs with --enforce-eager (starts in ~30 s instead of compiling).
 set -euo pipefail
 
@@ -129,7 +129,7 @@ if [[ -d "$MODEL" && "${PREFLIGHT:-1}" != 0 ]]; then
         preflight+=(--cpu-kvcache-gib "$VLLM_CPU_KVCACHE_SPACE")
     fi
     log "preflight: checking $MODEL (PREFLIGHT=0 skips)"
-    (cd "$here/.." && "$py" -m app.llm.preflight "$MODEL" "${preflight[@]}") >&2 \
+    (cd "$here/.." && "$py" -m preflight "$MODEL" "${preflight[@]}") >&2 \
         || die "preflight found a problem with $MODEL (the fix is printed above)"
 fi
 

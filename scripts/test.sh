@@ -27,9 +27,9 @@ echo ">> installing redis-server for the Redis session-store tests" >&2
 scripts/install_redis.sh
 
 echo ">> ruff" >&2
-.venv/bin/ruff check app tests bench scripts
-.venv/bin/ruff format --check app tests bench scripts
-echo ">> mypy (strict on app/)" >&2
+.venv/bin/ruff check app preflight tests bench scripts
+.venv/bin/ruff format --check app preflight tests bench scripts
+echo ">> mypy (strict on app/ and preflight/)" >&2
 .venv/bin/mypy
 echo ">> import layers (lint-imports, contracts in pyproject.toml)" >&2
 .venv/bin/lint-imports --no-cache

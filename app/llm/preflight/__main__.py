@@ -1,5 +1,5 @@
-"""``python -m app.llm.preflight MODEL_DIR``: see the package docstring."""
+"""``python -m app.llm.preflight MODEL_DIR``: the older spelling of ``python -m preflight``."""
 
-from app.llm.preflight.cli import main
+from preflight.cli import main
 
 raise SystemExit(main())

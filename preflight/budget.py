@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import GiB, gib
-from app.llm.preflight.options import DTYPE_BYTES, PlanOptions
+from preflight.facts import ModelFacts
+from preflight.findings import GiB, gib
+from preflight.options import DTYPE_BYTES, PlanOptions
 
 __all__ = ["Budget", "device_defaults", "kv_dtype_bytes", "memory_budget", "serving_dtype"]
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from app.llm.preflight.checks.attention import check_attention
-from app.llm.preflight.checks.config import check_config, check_shapes
-from app.llm.preflight.checks.memory import check_memory
-from app.llm.preflight.checks.tokenizer import (
+from preflight.checks.attention import check_attention
+from preflight.checks.config import check_config, check_shapes
+from preflight.checks.memory import check_memory
+from preflight.checks.tokenizer import (
     check_chat_template,
     check_tokenizer,
     check_tokenizer_ids,
 )
-from app.llm.preflight.checks.weights import check_lora, check_weights
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import Finding
-from app.llm.preflight.options import PlanOptions
+from preflight.checks.weights import check_lora, check_weights
+from preflight.facts import ModelFacts
+from preflight.findings import Finding
+from preflight.options import PlanOptions
 
 __all__ = ["run_checks"]
 

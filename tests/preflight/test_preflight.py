@@ -1,4 +1,4 @@
-"""`python -m app.llm.preflight`: model folders built by hand in tmp_path.
+"""`python -m preflight`: model folders built by hand in tmp_path.
 
 Safetensors files are written as the format defines them (8-byte little-endian header length,
 JSON header, then the data); the data is a sparse run of zero bytes, so a 7B-sized checkpoint
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from app.llm.preflight import (
+from preflight import (
     ModelFacts,
     PlanOptions,
     Status,
@@ -24,7 +24,7 @@ from app.llm.preflight import (
     read_safetensors_header,
     run_checks,
 )
-from app.llm.preflight.kv_cache import BLOCK_SIZE
+from preflight.kv_cache import BLOCK_SIZE
 
 _REAL_GPU_PROBE = machine.gpu_memory_gib
 TINY_MODEL = Path.home() / ".cache" / "eco-gateway" / "tiny-qwen2"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.llm.preflight.facts import INDEX_FILE, ModelFacts
-from app.llm.preflight.findings import Finding, Status, gib
+from preflight.facts import INDEX_FILE, ModelFacts
+from preflight.findings import Finding, Status, gib
 
 __all__ = ["check_lora", "check_weights"]
 

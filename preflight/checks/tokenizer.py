@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import Finding, Status
+from preflight.facts import ModelFacts
+from preflight.findings import Finding, Status
 
 __all__ = ["check_chat_template", "check_tokenizer", "check_tokenizer_ids"]
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import Finding, Status
-from app.llm.preflight.safetensors_header import TensorInfo
+from preflight.facts import ModelFacts
+from preflight.findings import Finding, Status
+from preflight.safetensors_header import TensorInfo
 
 __all__ = ["check_config", "check_shapes"]
 

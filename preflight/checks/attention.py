@@ -7,9 +7,9 @@ backends.
 
 from __future__ import annotations
 
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import Finding, Status
-from app.llm.preflight.options import PlanOptions
+from preflight.facts import ModelFacts
+from preflight.findings import Finding, Status
+from preflight.options import PlanOptions
 
 __all__ = ["check_attention"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.llm.preflight.safetensors_header import TensorInfo, read_safetensors_header
+from preflight.safetensors_header import TensorInfo, read_safetensors_header
 
 __all__ = ["INDEX_FILE", "ModelFacts", "inspect_folder"]
 

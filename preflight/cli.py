@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from app.llm.preflight import machine
-from app.llm.preflight.checks import run_checks
-from app.llm.preflight.facts import inspect_folder
-from app.llm.preflight.findings import Finding, Status
-from app.llm.preflight.options import (
+from preflight import machine
+from preflight.checks import run_checks
+from preflight.facts import inspect_folder
+from preflight.findings import Finding, Status
+from preflight.options import (
     DEFAULT_OVERHEAD_GIB,
     DTYPE_BYTES,
     KV_CACHE_DTYPES,
@@ -91,7 +91,7 @@ def _fraction(text: str) -> float:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m app.llm.preflight",
+        prog="python -m preflight",
         description="Check a model folder before vLLM loads it (reads JSON and safetensors "
         "headers only). Exit 0: it will load; 1: a check failed (the fix is printed); 2: usage.",
     )

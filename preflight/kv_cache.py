@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.llm.preflight.facts import ModelFacts
+from preflight.facts import ModelFacts
 
 __all__ = ["BLOCK_SIZE", "KVLayout", "kv_layout"]
 

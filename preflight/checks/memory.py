@@ -13,17 +13,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from app.llm.preflight.budget import (
+from preflight.budget import (
     Budget,
     device_defaults,
     kv_dtype_bytes,
     memory_budget,
     serving_dtype,
 )
-from app.llm.preflight.facts import ModelFacts
-from app.llm.preflight.findings import Finding, GiB, Status, gib
-from app.llm.preflight.kv_cache import BLOCK_SIZE, KVLayout, kv_layout
-from app.llm.preflight.options import PlanOptions
+from preflight.facts import ModelFacts
+from preflight.findings import Finding, GiB, Status, gib
+from preflight.kv_cache import BLOCK_SIZE, KVLayout, kv_layout
+from preflight.options import PlanOptions
 
 __all__ = ["check_memory"]
 
