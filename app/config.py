@@ -32,8 +32,8 @@ class Settings(BaseSettings):
     llm_total_timeout: float = Field(300.0, gt=0)  # whole generation -> 504
     llm_max_connections: int = Field(512, ge=1)
     llm_pool_timeout: float = Field(5.0, gt=0)  # waiting for a free connection -> 503
-    # lean: our HTTP/1.1 transport for http:// upstreams (app/llm/transport.py); httpx: httpcore's
-    llm_transport: Literal["lean", "httpx"] = "lean"
+    # aiohttp: httpx-aiohttp (app/llm/transport.py); httpx: httpx's own (httpcore + h11)
+    llm_transport: Literal["aiohttp", "httpx"] = "aiohttp"
     max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
     llm_health_interval: float = Field(5.0, gt=0)  # seconds between GET /models per replica
     ready_cache_seconds: float = Field(2.0, ge=0)  # /ready answers from cache this long

@@ -89,8 +89,8 @@ FOCUS = (
     "app/chat/pipeline.py:RecommendationService._generate_now",
     "app/llm/client.py:LLMClient.stream_chat",
     "httpx/_models.py:Response.aiter_raw",
-    "app/llm/transport.py:_Body._chunks",
-    "app/llm/transport.py:_Connection.wait",
+    "app/llm/transport.py:_Counted.__aiter__",
+    "aiohttp/streams.py:StreamReader.iter_chunked",
     "httpcore/_async/http11.py:AsyncHTTP11Connection._receive_event",  # LLM_TRANSPORT=httpx
     "uvicorn/protocols/http/httptools_impl.py:RequestResponseCycle.send",
     "uvicorn/protocols/http/h11_impl.py:RequestResponseCycle.send",

@@ -45,7 +45,7 @@ from app.llm.failures import (
 )
 from app.llm.schema import ANSWER_JSON_SCHEMA
 from app.llm.sse_decode import iter_sse_data
-from app.llm.transport import StreamingTransport
+from app.llm.transport import UpstreamTransport
 from app.llm.upstreams import Upstream, UpstreamPool
 from app.metrics import Metrics
 
@@ -62,9 +62,8 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
     """The one pooled client of the process (owned by the lifespan), shared by all replicas:
     requests use absolute URLs (``Upstream.url``), and the limits are for all of them.
 
-    ``http://`` upstreams go through :class:`StreamingTransport` (``LLM_TRANSPORT=lean``, the
-    default; ``app/llm/transport.py`` says why), ``https://`` ones and ``LLM_TRANSPORT=httpx``
-    through httpx's own transport. Neither uses the HTTP(S)_PROXY variables.
+    Its transport is :class:`UpstreamTransport` (httpx-aiohttp, ``LLM_TRANSPORT=aiohttp``, the
+    default) or httpx's own (``LLM_TRANSPORT=httpx``); neither reads the HTTP(S)_PROXY variables.
     """
     headers = {"accept": "text/event-stream", "accept-encoding": "identity"}
     if settings.llm_api_key is not None:
@@ -76,14 +75,12 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
         # Below uvicorn's (vLLM's server) 5 s, so the server does not close one as it is reused.
         keepalive_expiry=KEEPALIVE_EXPIRY,
     )
-    standard = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
-    lean = settings.llm_transport == "lean"
-    plain: httpx.AsyncBaseTransport = (
-        StreamingTransport(
+    transport: httpx.AsyncBaseTransport = (
+        UpstreamTransport(
             max_connections=settings.llm_max_connections, keepalive_expiry=KEEPALIVE_EXPIRY
         )
-        if lean
-        else standard
+        if settings.llm_transport == "aiohttp"
+        else httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
     )
     return httpx.AsyncClient(
         headers=headers,
@@ -93,8 +90,7 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
             write=settings.llm_connect_timeout,
             pool=settings.llm_pool_timeout,
         ),
-        transport=plain,
-        mounts={"https://": standard} if lean else None,
+        transport=transport,
         trust_env=False,
     )
 

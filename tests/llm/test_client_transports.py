@@ -16,7 +16,7 @@ from tests.upstream.scripted_openai import DEFAULT_CONTENT, ScriptedUpstreamThre
 
 pytestmark = pytest.mark.anyio
 
-TRANSPORTS = ["lean", "httpx"]
+TRANSPORTS = ["aiohttp", "httpx"]
 MESSAGES = free_text_messages(
     message="플로깅 챌린지 추천해 줘",
     category=Category.PLOGGING,

@@ -1,5 +1,6 @@
-"""`StreamingTransport` under a real `httpx.AsyncClient`, against raw HTTP servers on loopback
-that each test scripts byte for byte; and `iter_sse_data` fed SSE split at every byte."""
+"""`UpstreamTransport` (httpx-aiohttp with our corrections) under a real `httpx.AsyncClient`,
+against raw HTTP servers on loopback that each test scripts byte for byte; and `iter_sse_data`
+fed SSE split at every byte."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 from app.llm.sse_decode import iter_sse_data
-from app.llm.transport import StreamingTransport
+from app.llm.transport import UpstreamTransport
 
 pytestmark = pytest.mark.anyio
 
@@ -151,8 +152,8 @@ async def stream_or_answer(peer: Peer) -> None:
         await peer.send(ok())
 
 
-def make_client(transport: StreamingTransport | None = None) -> httpx.AsyncClient:
-    transport = transport or StreamingTransport(max_connections=4)
+def make_client(transport: UpstreamTransport | None = None) -> httpx.AsyncClient:
+    transport = transport or UpstreamTransport(max_connections=4)
     return httpx.AsyncClient(transport=transport, timeout=httpx.Timeout(2.0))
 
 
@@ -227,7 +228,7 @@ async def test_response_without_keep_alive_is_not_reused(response: bytes) -> Non
 
 
 async def test_idle_connection_past_keepalive_expiry_is_not_reused() -> None:
-    transport = StreamingTransport(max_connections=4, keepalive_expiry=0.1)
+    transport = UpstreamTransport(max_connections=4, keepalive_expiry=0.1)
     async with RawServer(answering(ok())) as server, make_client(transport) as http:
         await http.get(server.url)
         await asyncio.sleep(0.2)
@@ -246,8 +247,10 @@ async def test_leaving_a_stream_early_closes_its_connection() -> None:
         assert server.accepted == 2
 
 
-async def test_stale_connection_dropped_after_reading_the_request_is_retried() -> None:
-    """The keep-alive race: the server reads the next request and closes without an answer."""
+@pytest.mark.parametrize("method", ["GET", "POST"])
+async def test_stale_connection_dropped_after_reading_the_request_is_retried(method: str) -> None:
+    """The keep-alive race: the server reads the next request and closes without an answer.
+    aiohttp resends a GET itself but never a POST (every chat request); the transport does."""
 
     async def drop_the_second(peer: Peer) -> None:
         for n in itertools.count():
@@ -256,8 +259,8 @@ async def test_stale_connection_dropped_after_reading_the_request_is_retried() -
             await peer.send(ok(b"%d-%d" % (peer.number, n)))
 
     async with RawServer(drop_the_second) as server, make_client() as http:
-        assert (await http.get(server.url)).content == b"1-0"
-        assert (await http.get(server.url)).content == b"2-0"
+        assert (await http.request(method, server.url, content=b"{}")).content == b"1-0"
+        assert (await http.request(method, server.url, content=b"{}")).content == b"2-0"
     assert server.accepted == 2
     assert len(server.requests) == 3  # the dropped one, then the retry
 
@@ -278,7 +281,7 @@ async def test_connection_closed_after_its_response_is_not_an_error(pause: float
 
 async def test_pool_limit_raises_pool_timeout_until_a_connection_frees() -> None:
     limit = httpx.Timeout(5.0, pool=0.2)
-    transport = StreamingTransport(max_connections=1)
+    transport = UpstreamTransport(max_connections=1)
     async with RawServer(stream_or_answer) as server, make_client(transport) as http:
         async with http.stream("GET", server.url + "/stream") as reply:
             await first_piece(reply)
@@ -287,11 +290,11 @@ async def test_pool_limit_raises_pool_timeout_until_a_connection_frees() -> None
                 await http.get(server.url, timeout=limit)
             assert 0.15 < time.monotonic() - started < 1.0
         assert (await http.get(server.url, timeout=limit)).content == b"ok"
-        assert transport.open_connections == 1
+        assert transport.in_use == 0
 
 
 async def test_waiting_request_gets_the_connection_freed() -> None:
-    transport = StreamingTransport(max_connections=1)
+    transport = UpstreamTransport(max_connections=1)
     async with RawServer(stream_or_answer) as server, make_client(transport) as http:
         async with http.stream("GET", server.url + "/stream") as reply:
             await first_piece(reply)
@@ -312,7 +315,7 @@ async def test_waiting_request_reuses_the_connection_freed() -> None:
         while await peer.request() is not None:
             await peer.send(ok())
 
-    transport = StreamingTransport(max_connections=1)
+    transport = UpstreamTransport(max_connections=1)
     async with RawServer(slow_then_ok) as server, make_client(transport) as http:
         first = asyncio.create_task(http.get(server.url))
         await asyncio.sleep(0.02)
@@ -344,12 +347,12 @@ async def test_connection_refused_raises_connect_error() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed again: nothing listens there
-    transport = StreamingTransport(max_connections=1)
+    transport = UpstreamTransport(max_connections=1)
     async with make_client(transport) as http:
         for _ in range(2):  # the failed attempt gave its slot back: no PoolTimeout
             with pytest.raises(httpx.ConnectError):
                 await http.get(f"http://127.0.0.1:{port}/", timeout=httpx.Timeout(2.0, pool=0.2))
-        assert transport.open_connections == 0
+        assert transport.in_use == 0
 
 
 @pytest.mark.parametrize(
@@ -388,12 +391,15 @@ async def test_malformed_or_cut_response_raises_remote_protocol_error(response: 
         await peer.request()
         await peer.send(response)
 
-    transport = StreamingTransport(max_connections=1)
+    transport = UpstreamTransport(max_connections=1)
     async with RawServer(answer_and_close) as server, make_client(transport) as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(server.url)
-        assert transport.open_connections == 0
-        assert server.accepted == 1
+        assert transport.in_use == 0
+        # A server that closes without a word may have closed a stale keep-alive connection:
+        # the request is sent again (by us, and for an idempotent GET by aiohttp too);
+        # anything the server did say is not resent.
+        assert server.accepted >= 2 if response == b"" else server.accepted == 1
 
 
 @pytest.mark.parametrize(
