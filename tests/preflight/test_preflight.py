@@ -8,7 +8,10 @@ costs no disk and no time.
 from __future__ import annotations
 
 import json
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -502,3 +505,32 @@ def test_real_tiny_model(capsys: pytest.CaptureFixture[str]) -> None:
     facts = inspect_folder(TINY_MODEL)
     assert facts.config is not None
     assert facts.tensors["model.embed_tokens.weight"].shape[0] == facts.config["vocab_size"]
+
+
+@pytest.mark.parametrize("module", ["preflight", "app.llm.preflight"])
+def test_both_spellings_of_the_command_judge_alike(tmp_path: Path, module: str) -> None:
+    """SPEC's operator command (``python -m app.llm.preflight``) and the tool's own name give
+    the same verdict: 0 on a loadable folder, 1 with the fix on a broken one."""
+    good = make_model(tmp_path / "good")
+    broken = make_model(tmp_path / "broken", tokenizer=False)
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": str(root)}
+    ok = subprocess.run(
+        [sys.executable, "-m", module, str(good), "--cpu-kvcache-gib", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", module, str(broken), "--cpu-kvcache-gib", "1"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "FAIL  tokenizer" in bad.stdout
