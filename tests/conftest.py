@@ -1,5 +1,11 @@
+"""Fixtures shared across the suite."""
+
+import os
+from pathlib import Path
+
 import pytest
 
+from tests.e2e.vllm_server import VLLMVenvMissing, build_tiny_model, vllm_python
 from tests.integration_fixtures import (  # noqa: F401  (fixtures)
     client,
     gateway,
@@ -14,3 +20,23 @@ from tests.integration_fixtures import (  # noqa: F401  (fixtures)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def _cache_dir() -> Path:
+    env = os.environ.get("ECO_CACHE_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "eco-gateway"
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir() -> Path:
+    """The model folder vLLM serves in the end-to-end tests (and the preflight checks):
+    ``ECO_E2E_MODEL``, or the tiny random Qwen2 built (once, then reused) with the vLLM venv's
+    libraries. Fails, saying what to run, when that venv is missing."""
+    try:
+        vllm_python()
+    except VLLMVenvMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    env = os.environ.get("ECO_E2E_MODEL")
+    if env:
+        return Path(env).expanduser()
+    return build_tiny_model(_cache_dir())

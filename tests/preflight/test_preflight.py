@@ -30,7 +30,6 @@ from preflight import (
 from preflight.kv_cache import BLOCK_SIZE
 
 _REAL_GPU_PROBE = machine.gpu_memory_gib
-TINY_MODEL = Path.home() / ".cache" / "eco-gateway" / "tiny-qwen2"
 _BYTES = {"BF16": 2, "F16": 2, "F32": 4, "I32": 4}
 
 Tensors = dict[str, tuple[str, list[int]]]
@@ -497,12 +496,12 @@ def test_run_checks_is_pure_over_facts() -> None:
     ]
 
 
-@pytest.mark.skipif(not TINY_MODEL.is_dir(), reason=f"{TINY_MODEL} not built")
-def test_real_tiny_model(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, TINY_MODEL, "--cpu-kvcache-gib", 1, "--max-model-len", 4096)
+def test_real_tiny_model(capsys: pytest.CaptureFixture[str], vllm_model_dir: Path) -> None:
+    """The model the end-to-end tests serve (built by the shared fixture when absent)."""
+    code, out = run(capsys, vllm_model_dir, "--cpu-kvcache-gib", 1, "--max-model-len", 4096)
     assert code == 0, out
     assert not lines_of(out, "FAIL")
-    facts = inspect_folder(TINY_MODEL)
+    facts = inspect_folder(vllm_model_dir)
     assert facts.config is not None
     assert facts.tensors["model.embed_tokens.weight"].shape[0] == facts.config["vocab_size"]
 
