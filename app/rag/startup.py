@@ -70,7 +70,7 @@ def configured_embedder(settings: Settings) -> Embedder:
             settings.embedding_model,
             api_key=key.get_secret_value() if key else None,
         )
-    return load_embedder(settings.embedding_model)
+    return load_embedder(settings.embedding_model, threads=settings.embedding_threads)
 
 
 async def _ingest_if_empty(settings: Settings, store: VectorStore, embedder: Embedder) -> None:

@@ -8,6 +8,7 @@ installs both, and these tests fail (never skip) without them. The network is bl
 from __future__ import annotations
 
 import importlib
+import os
 import socket
 import subprocess
 import sys
@@ -303,3 +304,36 @@ def test_import_is_light() -> None:
         [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == ""
+
+
+_THREADS_PROBE = """
+import os, sys
+from app.rag.embedder import load_embedder
+
+def threads():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+wanted = int(sys.argv[1])
+embedder = load_embedder(None, threads=wanted)
+before = threads()
+embedder.embed_queries(["사무실에서 할 수 있는 친환경 챌린지를 추천해 주세요. " * 8])
+print(threads() - before, os.environ.get("OMP_NUM_THREADS", "unset"))
+"""
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_default_embeds_on_the_threads_asked_for(threads: int) -> None:
+    """EMBEDDING_THREADS reaches the engine (its OpenMP pool adds ``threads - 1`` threads on
+    the first call), and OMP_NUM_THREADS is left as it was for processes started later."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run(
+        [sys.executable, "-c", _THREADS_PROBE, str(threads)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+        check=True,
+    ).stdout.split()
+    assert out == [str(threads - 1), "unset"]
