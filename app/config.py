@@ -64,9 +64,11 @@ class Settings(BaseSettings):
     # CPU threads one in-process embedding runs on. One leaves the other cores to the event
     # loop, and costs less CPU per query than two on a busy machine (bench/README.md "Burst").
     embedding_threads: int = Field(1, ge=1)
-    # A turn that finds this many queries already waiting for the embedding model is read by
-    # its words instead (lexical intent, sparse-only search) rather than wait; 0: always wait.
+    # This many queries waiting for the embedding model is a burst: the turn that finds them,
+    # they, and every turn for EMBEDDING_BURST_SECONDS after are read by their words (lexical
+    # intent, sparse-only search) rather than wait; 0: every turn waits.
     embedding_queue_max: int = Field(4, ge=0)
+    embedding_burst_seconds: float = Field(1.0, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)

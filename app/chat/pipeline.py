@@ -168,7 +168,7 @@ class RecommendationService:
                 yield event
             return
         category = _next_category(intent, state)
-        hits = await self._retrieve(text, category, vector)
+        hits = await self._retrieve(text, category, vector, by_words=vector is None)
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
             category = hits[0].document.category if hits else _FALLBACK_CATEGORY
@@ -192,14 +192,24 @@ class RecommendationService:
             yield event
 
     async def _retrieve(
-        self, query: str, category: Category | None, vector: QueryVector | None = None
+        self,
+        query: str,
+        category: Category | None,
+        vector: QueryVector | None = None,
+        *,
+        by_words: bool = False,
     ) -> list[Hit]:
-        """Context for the prompt. A failing vector store degrades the answer (no context)
-        instead of failing it: the model can still recommend, and /ready reports the store."""
+        """Context for the prompt (by its words alone for a turn read without its embedding).
+        A failing vector store degrades the answer (no context) instead of failing it: the
+        model can still recommend, and /ready reports the store."""
         with self._metrics.retrieval.time():
             try:
                 return await self._retriever.retrieve(
-                    query, k=self._settings.retrieval_k, category=category, vector=vector
+                    query,
+                    k=self._settings.retrieval_k,
+                    category=category,
+                    vector=vector,
+                    by_words=by_words,
                 )
             except Exception:
                 log.warning("retrieval failed; answering without context", exc_info=True)

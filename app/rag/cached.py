@@ -46,13 +46,16 @@ class CachedRetriever:
         k: int,
         category: Category | None = None,
         vector: QueryVector | None = None,
+        by_words: bool = False,
     ) -> list[Hit]:
         """As :meth:`HybridRetriever.retrieve`; ``vector`` is not needed: the query's own
         vector comes from the cache (it is the same one)."""
-        try:
-            return list(await self._hits(query, k, category))
-        except EmbedderBusy:
-            return await self._inner.retrieve(query, k=k, category=category)
+        if not by_words:
+            try:
+                return list(await self._hits(query, k, category))
+            except EmbedderBusy:
+                pass
+        return await self._inner.retrieve(query, k=k, category=category, by_words=True)
 
     async def _search(self, query: str, k: int, category: Category | None) -> tuple[Hit, ...]:
         vector = None if self._inner.mode is SearchMode.SPARSE else await self._vectors(query)

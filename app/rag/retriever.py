@@ -10,15 +10,18 @@ loop.
 One embedding per turn: ``embed`` gives the query's vector, which the intent step reads, and
 ``retrieve(..., vector=...)`` searches with that same vector instead of embedding again.
 
-Embeddings wait in one queue, in arrival order. When ``queue_max`` queries are already waiting,
-``embed`` raises :class:`EmbedderBusy` at once instead of queueing a turn behind them, and
-``retrieve`` searches by words alone (sparse-only): in a burst, a turn costs a tenth of a
-millisecond instead of the whole queue's embeddings (recall in bench/README.md "Retrieval").
+Embeddings wait in one queue, in arrival order. A queue of ``queue_max`` waiting queries is a
+burst: the turn that finds it, the turns waiting in it, and every turn for ``burst_seconds``
+after get :class:`EmbedderBusy` at once, and ``retrieve`` searches by words alone
+(sparse-only). In a burst a turn then costs a tenth of a millisecond instead of a share of the
+queue's embeddings, whose CPU the burst's other turns need (recall and latency in
+bench/README.md "Retrieval" and "Burst").
 """
 
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -60,10 +63,11 @@ class Retriever(Protocol):
         k: int,
         category: Category | None = None,
         vector: QueryVector | None = None,
+        by_words: bool = False,
     ) -> list[Hit]:
         """The ``k`` best documents for ``query``, within ``category`` when given; ``vector``
-        is the query's embedding when the caller already has it. Without one, and with the
-        embedding model busy, the search is sparse-only."""
+        is the query's embedding when the caller already has it. ``by_words`` (a turn read
+        without its embedding), or no vector with the embedding model busy: sparse-only."""
         ...
 
 
@@ -96,6 +100,7 @@ class HybridRetriever:
         mode: SearchMode = SearchMode.HYBRID,
         concurrency: int = 1,
         queue_max: int = 0,
+        burst_seconds: float = 0.0,
     ) -> None:
         self._store = store
         self._collection = collection
@@ -106,11 +111,13 @@ class HybridRetriever:
         # uses every core for one query, so more at once only adds threads that crowd out the
         # event loop (and the streams it serves) without finishing any sooner.
         self._embedding = anyio.CapacityLimiter(concurrency)
-        self._concurrency = concurrency
         self._queue_max = queue_max  # 0: always wait
-        # Counted here, not read from the limiter: a burst's turns all ask within one tick of
-        # the event loop, before any of them has reached the limiter's queue.
-        self._embeddings = 0
+        self._burst_seconds = burst_seconds
+        self._burst_until = 0.0  # time.monotonic() until which turns are read by their words
+        # The turns waiting for the limiter, each in a scope that a burst cancels. Kept here,
+        # not read from the limiter: a burst's turns all ask within one tick of the event loop,
+        # before any of them has reached the limiter's queue.
+        self._waiting: set[anyio.CancelScope] = set()
 
     @property
     def embedder(self) -> Embedder:
@@ -163,16 +170,33 @@ class HybridRetriever:
     @property
     def embeddings_waiting(self) -> int:
         """Queries waiting for the embedding model now (not counting those being embedded)."""
-        return max(0, self._embeddings - self._concurrency)
+        return len(self._waiting)
 
     async def embed(self, query: str) -> QueryVector:
-        if self._queue_max and self.embeddings_waiting >= self._queue_max:
-            raise EmbedderBusy(f"{self.embeddings_waiting} queries waiting for the embedder")
-        self._embeddings += 1
+        if self._queue_max:
+            now = time.monotonic()
+            if now < self._burst_until:
+                raise EmbedderBusy("a burst: turns are read by their words for a while")
+            if len(self._waiting) >= self._queue_max:
+                self._burst_until = now + self._burst_seconds
+                for waiting in self._waiting:
+                    waiting.cancel()
+                raise EmbedderBusy(f"{len(self._waiting)} queries waiting for the embedder")
         try:
-            return await anyio.to_thread.run_sync(self.embed_query, query, limiter=self._embedding)
+            self._embedding.acquire_nowait()
+        except anyio.WouldBlock:
+            with anyio.CancelScope() as scope:
+                self._waiting.add(scope)
+                try:
+                    await self._embedding.acquire()
+                finally:
+                    self._waiting.discard(scope)
+            if scope.cancelled_caught:
+                raise EmbedderBusy("a burst overtook the embedding queue") from None
+        try:
+            return await anyio.to_thread.run_sync(self.embed_query, query)
         finally:
-            self._embeddings -= 1
+            self._embedding.release()
 
     async def retrieve(
         self,
@@ -181,10 +205,11 @@ class HybridRetriever:
         k: int,
         category: Category | None = None,
         vector: QueryVector | None = None,
+        by_words: bool = False,
     ) -> list[Hit]:
         if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
             return []
-        mode = self.mode
+        mode = SearchMode.SPARSE if by_words else self.mode
         if vector is None and mode is not SearchMode.SPARSE:
             try:
                 vector = await self.embed(query)

@@ -54,6 +54,7 @@ async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
             mode=SearchMode(settings.retrieval_mode),
             concurrency=settings.embedding_concurrency or (8 if settings.embedding_url else 1),
             queue_max=settings.embedding_queue_max,
+            burst_seconds=settings.embedding_burst_seconds,
         )
     finally:
         if isinstance(embedder, RemoteEmbedder):

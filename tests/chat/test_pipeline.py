@@ -37,6 +37,7 @@ class _StoreDown:
         k: int,
         category: Category | None = None,
         vector: np.ndarray | None = None,
+        by_words: bool = False,
     ) -> list[Hit]:
         self.calls += 1
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
@@ -58,7 +59,7 @@ def _intents() -> Intents:
 
 class _EmbedderBusy:
     def __init__(self) -> None:
-        self.retrieved: list[tuple[str, Category | None, object]] = []
+        self.retrieved: list[tuple[str, Category | None, object, bool]] = []
 
     async def embed(self, query: str) -> np.ndarray:
         raise EmbedderBusy("9 queries waiting")
@@ -70,8 +71,9 @@ class _EmbedderBusy:
         k: int,
         category: Category | None = None,
         vector: np.ndarray | None = None,
+        by_words: bool = False,
     ) -> list[Hit]:
-        self.retrieved.append((query, category, vector))
+        self.retrieved.append((query, category, vector, by_words))
         return []
 
 
@@ -94,8 +96,8 @@ async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
         events = [e async for e in service.free_text(session_id="s", message="두유 마시기")]
     assert isinstance(events[-1], Done)
     # The lexical vote chose VEGAN (the dense one would have left the category open), and the
-    # search went without a vector: the retriever searches by words alone then.
-    assert retriever.retrieved == [("두유 마시기", Category.VEGAN, None)]
+    # search went by words alone, without a vector.
+    assert retriever.retrieved == [("두유 마시기", Category.VEGAN, None, True)]
     assert (await sessions.load("s")).category is Category.VEGAN
     assert metrics.registry.get_sample_value("gateway_lexical_turns_total") == 1
 

@@ -1,9 +1,11 @@
-"""A long embedding queue: a turn that would wait behind it is searched by its words at once.
+"""A long embedding queue is a burst: its turns are searched by their words at once.
 
 The gateway's retriever on a copy of the bundled store, its embedding held by a gate so that
 the queue's length is exact: with EMBEDDING_QUEUE_MAX=1, one query being embedded and one
-waiting, the next ``embed`` raises ``EmbedderBusy`` and ``retrieve`` gives the sparse-only
-hits without waiting; the cache does not keep them; with 0 every query waits its turn.
+waiting, the next ``embed`` raises ``EmbedderBusy``, so does the one that was waiting, and
+``retrieve`` gives the sparse-only hits without waiting; for EMBEDDING_BURST_SECONDS after,
+every turn is read by its words even with the model free; the cache does not keep those
+searches; with 0 every query waits its turn.
 """
 
 from __future__ import annotations
@@ -26,9 +28,14 @@ QUERY = "텀블러 쓰는 챌린지"
 
 
 @pytest.fixture
-async def gated(store_path: str) -> AsyncIterator[tuple[HybridRetriever, threading.Event]]:
+async def gated(
+    store_path: str, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[HybridRetriever, threading.Event]]:
     gate = threading.Event()
-    settings = Settings(qdrant_path=store_path, embedding_queue_max=1)
+    burst_seconds = getattr(request, "param", 0.0)
+    settings = Settings(
+        qdrant_path=store_path, embedding_queue_max=1, embedding_burst_seconds=burst_seconds
+    )
     async with open_retriever(settings) as retriever:
         embed_query = retriever.embed_query
 
@@ -41,13 +48,24 @@ async def gated(store_path: str) -> AsyncIterator[tuple[HybridRetriever, threadi
         gate.set()
 
 
-async def _fill_queue(retriever: HybridRetriever, group: anyio.abc.TaskGroup) -> None:
-    """One query being embedded, one waiting."""
-    group.start_soon(retriever.embed, "첫 번째 질문")
-    group.start_soon(retriever.embed, "두 번째 질문")
+async def _fill_queue(retriever: HybridRetriever, group: anyio.abc.TaskGroup) -> dict[str, str]:
+    """One query being embedded, one waiting. Returns what each of them got, filled in once
+    it has ("embedded" or "busy")."""
+    outcomes: dict[str, str] = {}
+
+    async def ask(query: str) -> None:
+        try:
+            await retriever.embed(query)
+            outcomes[query] = "embedded"
+        except EmbedderBusy:
+            outcomes[query] = "busy"
+
+    group.start_soon(ask, "첫 번째 질문")
+    group.start_soon(ask, "두 번째 질문")
     with anyio.fail_after(5):
         while retriever.embeddings_waiting < 1:
             await anyio.sleep(0.01)
+    return outcomes
 
 
 async def test_a_turn_behind_a_long_queue_is_searched_by_words_at_once(
@@ -56,16 +74,39 @@ async def test_a_turn_behind_a_long_queue_is_searched_by_words_at_once(
     retriever, gate = gated
     words_only = retriever.search(QUERY, k=3, mode=SearchMode.SPARSE)
     async with anyio.create_task_group() as group:
-        await _fill_queue(retriever, group)
+        outcomes = await _fill_queue(retriever, group)
         with pytest.raises(EmbedderBusy):
             await retriever.embed("세 번째 질문")
         with anyio.fail_after(2):  # no wait for the gate
             hits = await retriever.retrieve(QUERY, k=3)
+            while "두 번째 질문" not in outcomes:  # the turn that was waiting is let go too
+                await anyio.sleep(0.01)
+        assert outcomes == {"두 번째 질문": "busy"}
+        assert retriever.embeddings_waiting == 0
         gate.set()
+    assert outcomes == {"두 번째 질문": "busy", "첫 번째 질문": "embedded"}
     assert [h.document.id for h in hits] == [h.document.id for h in words_only]
     assert all(h.score == 0.0 for h in hits)  # no vector was read
     full = await retriever.retrieve(QUERY, k=3)  # the queue is empty again: hybrid
     assert all(h.score > 0.5 for h in full)
+
+
+@pytest.mark.parametrize("gated", [0.5], indirect=True)
+async def test_after_a_burst_turns_are_read_by_words_for_a_while(
+    gated: tuple[HybridRetriever, threading.Event],
+) -> None:
+    retriever, gate = gated
+    async with anyio.create_task_group() as group:
+        await _fill_queue(retriever, group)
+        with pytest.raises(EmbedderBusy):
+            await retriever.embed("세 번째 질문")
+        gate.set()
+    assert retriever.embeddings_waiting == 0  # the model is free: still a burst for a while
+    with pytest.raises(EmbedderBusy):
+        await retriever.embed("네 번째 질문")
+    await anyio.sleep(0.6)
+    with anyio.fail_after(10):
+        assert (await retriever.embed("다섯 번째 질문")).shape == (retriever.embedder.dim,)
 
 
 async def test_the_cache_keeps_only_full_searches(
