@@ -107,9 +107,8 @@ class HybridRetriever:
         self._embedder = embedder
         self._sparse = SparseEncoder()
         self.mode = mode
-        # Embeddings in arrival order, ``concurrency`` at a time: the in-process engine already
-        # uses every core for one query, so more at once only adds threads that crowd out the
-        # event loop (and the streams it serves) without finishing any sooner.
+        # Embeddings in arrival order, ``concurrency`` at a time (one in process: more at once
+        # would take the cores that the event loop and the streams it serves need).
         self._embedding = anyio.CapacityLimiter(concurrency)
         self._queue_max = queue_max  # 0: always wait
         self._burst_seconds = burst_seconds
