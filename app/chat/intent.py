@@ -134,10 +134,12 @@ class IntentClassifier:
     ) -> None:
         if len(examples) != len(vectors) or not examples:
             raise ValueError("one vector per example, and at least one example")
-        self._vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        # One row per dimension, one column per example: a lexical vector's few buckets are
+        # then a few contiguous rows to read.
+        self._columns = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).T)
         self._acts = np.array([_ACTS.index(e.act) for e in examples], dtype=np.int64)
         topic = [i for i, e in enumerate(examples) if e.act is Act.TOPIC and e.category]
-        self._topic_vectors = self._vectors[np.array(topic, dtype=np.int64)]
+        self._topic_columns = np.ascontiguousarray(self._columns[:, topic])
         self._topic_categories = np.array(
             [_CATEGORIES.index(examples[i].category) for i in topic],
             dtype=np.int64,
@@ -158,25 +160,26 @@ class IntentClassifier:
 
     @staticmethod
     def _similarities(
-        bank: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
+        columns: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float32]:
+        """Cosine of ``vector`` with each example (``columns``: dimensions x examples)."""
         nonzero = np.flatnonzero(vector)
         if len(nonzero) * 8 < len(vector):
             # A lexical vector has a few dozen terms in thousands of buckets: read only those.
-            sims: npt.NDArray[np.float32] = bank[:, nonzero] @ vector[nonzero]
+            sims: npt.NDArray[np.float32] = vector[nonzero] @ columns[nonzero]
             return sims
-        dense: npt.NDArray[np.float32] = bank @ vector
+        dense: npt.NDArray[np.float32] = vector @ columns
         return dense
 
     def act_scores(self, vector: npt.NDArray[np.float32]) -> dict[Act, float]:
         """Each act's share of the neighbours' vote (sums to 1)."""
-        sims = self._similarities(self._vectors, vector)
+        sims = self._similarities(self._columns, vector)
         votes = self._vote(sims, self._acts, len(_ACTS))
         return {act: float(votes[i]) for i, act in enumerate(_ACTS)}
 
     def topic_category(self, vector: npt.NDArray[np.float32]) -> Category:
         """The category whose topic examples the message is nearest to."""
-        sims = self._similarities(self._topic_vectors, vector)
+        sims = self._similarities(self._topic_columns, vector)
         votes = self._vote(sims, self._topic_categories, len(_CATEGORIES))
         return _CATEGORIES[int(np.argmax(votes))]
 
