@@ -4,8 +4,8 @@
 asks Qdrant for both candidate lists and fuses them with reciprocal rank fusion; the
 session's category, when known, filters the candidates. The order is the fused one; each
 hit's ``score`` is the dense cosine similarity, a closeness that means the same for every
-query (RRF scores are ranks). Embedding and search are CPU or network work: both run off the event
-loop.
+query (RRF scores are ranks). Embedding runs off the event loop; so does a search, unless the
+store runs it in place (the embedded engine: short, and holding the GIL anyway).
 
 One embedding per turn: ``embed`` gives the query's vector, which the intent step reads, and
 ``retrieve(..., vector=...)`` searches with that same vector instead of embedding again.
@@ -214,6 +214,8 @@ class HybridRetriever:
                 vector = await self.embed(query)
             except EmbedderBusy:
                 mode = SearchMode.SPARSE
+        if self._store.searches_in_place:
+            return self.search(query, k=k, category=category, vector=vector, mode=mode)
         return await anyio.to_thread.run_sync(
             lambda: self.search(query, k=k, category=category, vector=vector, mode=mode)
         )

@@ -9,7 +9,8 @@ named sparse vector with Qdrant's IDF modifier; keyword indexes on the filter fi
   through qdrant-client (and qdrant-client's in-memory mode, for tests and benchmarks).
 
 app/rag/store_open.py picks one from the settings. Both are synchronous: async code calls
-them through ``anyio.to_thread``.
+them through ``anyio.to_thread``, except a search of an engine whose ``searches_in_place`` is
+set (short CPU work that holds the GIL anyway: a worker thread would only add its hop).
 
 Search is written once, here: each engine returns its ranked candidates per vector, and
 app/rag/fusion.py fuses them with a fixed order for ties, so that both engines (and every
@@ -76,6 +77,10 @@ class SearchHit:
 
 class VectorStore(abc.ABC):
     """What app/rag needs from a vector store; ``name`` is the collection."""
+
+    #: A search is short CPU work holding the GIL (the embedded engine): async code runs it in
+    #: place. False: network or slow work, run in a worker thread.
+    searches_in_place = False
 
     @abc.abstractmethod
     def close(self) -> None: ...
