@@ -32,7 +32,7 @@ run: ## start vLLM (unless LLM_BASE_URL is set) and the gateway (README command 
 ECO_CACHE_DIR ?= $(HOME)/.cache/eco-gateway
 SOAK_MINUTES ?= 3
 
-bench: install ## run every benchmark under bench/ (about 35 min; bench/README.md)
+bench: install ## run every benchmark under bench/ (about 55 min; bench/README.md)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	scripts/install_litellm.sh
 	scripts/install_vllm.sh
@@ -40,7 +40,10 @@ bench: install ## run every benchmark under bench/ (about 35 min; bench/README.m
 	$(PY) bench/disconnect_bench.py --trials 1000
 	$(PY) bench/retrieval_bench.py
 	$(PY) bench/store_bench.py
+	$(PY) bench/intent_eval.py --split both
 	$(PY) bench/overhead_bench.py
+	$(PY) bench/transport_bench.py
+	$(PY) bench/burst_bench.py
 	$(PY) bench/scaling_bench.py --compare-flags
 	$(PY) bench/profile_gateway.py
 	$(PY) bench/memory_bench.py
