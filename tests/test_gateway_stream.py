@@ -158,16 +158,42 @@ async def test_free_text_conversation_switches_categories(
     back = await read_stream(client, FREE, {"sessionId": sid, "message": "처음 카테고리로"})
     assert category_of(back) == "PLOGGING"
 
-    # A switch starts the prompt afresh (earlier answers are about another category) ...
-    switched = scripted.chat_requests[-1]["body"]["messages"]
-    assert not any(m["role"] == "assistant" for m in switched)
-    # ... and a follow-up keeps the category with the conversation so far in its prompt.
+    # The return replays that category's turns only: the base-info turn, not the vegan one ...
+    returned = " ".join(m["content"] for m in scripted.chat_requests[-1]["body"]["messages"])
+    assert "카테고리: 플로깅" in returned and "비건 챌린지 알려줘" not in returned
+    # ... and a follow-up keeps the category with this category's turns in its prompt: the
+    # base-info turn and "처음 카테고리로", not the turns about other categories between them.
     follow = await read_stream(client, FREE, {"sessionId": sid, "message": "그거 어떻게 시작해?"})
     assert category_of(follow) == "PLOGGING"
     last_messages = scripted.chat_requests[-1]["body"]["messages"]
     texts = " ".join(m["content"] for m in last_messages)
-    assert "처음 카테고리로" in texts and "다른 거" in texts
+    assert "처음 카테고리로" in texts and "카테고리: 플로깅" in texts
+    assert "다른 거" not in texts and "비건 챌린지 알려줘" not in texts
     assert any(m["role"] == "assistant" for m in last_messages)
+
+
+async def test_a_conversation_begun_in_free_text_returns_to_its_first_category(
+    client: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    """No base-info: "the first one" is the category of the first answer, and its turns come
+    back into the prompt while the turns about the category in between stay out."""
+    sid = "conv-free"
+
+    async def ask(message: str) -> str:
+        result = await read_stream(client, FREE, {"sessionId": sid, "message": message})
+        assert_well_formed(result)
+        (code,) = {c["category"] for c in result.terminal.payload["data"]["challenges"]}
+        return str(code)
+
+    assert await ask("비건 챌린지 알려줘") == "VEGAN"
+    assert await ask("플로깅 챌린지 추천해줘") == "PLOGGING"
+    switched = scripted.chat_requests[-1]["body"]["messages"]
+    assert not any(m["role"] == "assistant" for m in switched), "a new category starts afresh"
+    assert await ask("아까 맨 처음에 말해준 거 다시 보여줘") == "VEGAN"
+    messages = scripted.chat_requests[-1]["body"]["messages"]
+    texts = " ".join(m["content"] for m in messages)
+    assert "비건 챌린지 알려줘" in texts and "플로깅 챌린지 추천해줘" not in texts
+    assert any(m["role"] == "assistant" for m in messages)
 
 
 async def test_missing_session_id_is_a_fresh_private_session(

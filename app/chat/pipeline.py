@@ -172,12 +172,19 @@ class RecommendationService:
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
             category = hits[0].document.category if hits else _FALLBACK_CATEGORY
-        await self._sessions.record(session_id, category=category)
+        # A conversation begun here, without base-info, begins in its first answer's category.
+        began = category if state.base_category is None else None
+        await self._sessions.record(session_id, category=category, base_category=began)
 
         keep = self._settings.prompt_history_turns
-        # The turns replayed are those of this category: after a switch, earlier answers are
-        # about another one, and a small model copies what it sees.
-        history = state.turns[-keep:] if keep and category is state.category else ()
+        # The turns replayed are those of this category: answers about another one would be
+        # copied by a small model. Turns stored without a category count as the current one's.
+        mine = [
+            turn
+            for turn in state.turns
+            if turn.category is category or (turn.category is None and category is state.category)
+        ]
+        history = mine[-keep:] if keep else ()
         messages = free_text_messages(
             message=text,
             category=category,
@@ -319,7 +326,8 @@ class RecommendationService:
                 return
             answer = read
         await self._sessions.record(
-            session_id, turn=Turn(user=user_text, assistant=answer.model_dump_json())
+            session_id,
+            turn=Turn(user=user_text, assistant=answer.model_dump_json(), category=category),
         )
         yield Done(close_payload(answer, category))
 

@@ -7,7 +7,8 @@ Data layout, two keys per session, both under one hash tag so they share a clust
 
     {prefix}{<session_id>}:meta    hash   base_category, category (Category codes),
                                           location, work_type, updated_ms (server clock)
-    {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant]`` per turn, oldest first
+    {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code]`` per turn,
+                                          oldest first (older releases wrote no code)
 
 Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
 to ``max_turns``, ``PEXPIRE`` both keys, read the result back), and Redis runs a script with
@@ -85,12 +86,20 @@ def _category(code: str | None) -> Category | None:
 
 def _turn(raw: object) -> Turn | None:
     try:
-        user, assistant = json.loads(_text(raw))
+        user, assistant, *rest = json.loads(_text(raw))
     except (ValueError, TypeError):
         return None
     if not isinstance(user, str) or not isinstance(assistant, str):
         return None
-    return Turn(user, assistant)
+    code = rest[0] if rest and isinstance(rest[0], str) else None
+    return Turn(user, assistant, _category(code))
+
+
+def _turn_json(turn: Turn) -> str:
+    fields = [turn.user, turn.assistant]
+    if turn.category is not None:
+        fields.append(turn.category.code)
+    return json.dumps(fields, ensure_ascii=False)
 
 
 class RedisSessionStore:
@@ -167,7 +176,7 @@ class RedisSessionStore:
         args: list[str | int] = [
             self._ttl_ms,
             self._max_turns,
-            json.dumps([turn.user, turn.assistant], ensure_ascii=False) if turn else "",
+            _turn_json(turn) if turn else "",
         ]
         for name, value in given.items():
             if value:  # as in memory: only a given, non-empty value replaces the stored one

@@ -23,12 +23,15 @@ __all__ = ["InMemorySessionStore", "SessionState", "SessionStore", "Turn", "new_
 class Turn:
     user: str
     assistant: str
+    category: Category | None = None  # the answer's category (None: stored by an older release)
 
 
 @dataclass(frozen=True, slots=True)
 class SessionState:
     session_id: str
-    base_category: Category | None = None  # chosen in base-info
+    # Where the conversation began: base-info's choice, else the first free-text answer's
+    # category. "처음 카테고리로" returns to it.
+    base_category: Category | None = None
     category: Category | None = None  # the current one (free-text may switch it)
     location: str | None = None
     work_type: str | None = None

@@ -130,6 +130,25 @@ async def test_record_returns_what_load_reads(make_store: MakeStore) -> None:
     assert abs(loaded.updated_at - recorded.updated_at) < 1
 
 
+async def test_a_turn_keeps_its_category_and_older_turns_read_without_one(
+    redis_url: str, make_redis: _Stores
+) -> None:
+    store = make_redis(max_turns=5)
+    await store.record("s", turn=Turn("q1", "a1", Category.VEGAN))
+    _meta, turns = store._keys("s")
+    raw = Redis.from_url(redis_url)
+    try:  # as an older release wrote it, and with a code this release does not know
+        await raw.rpush(turns, '["q0", "a0"]', '["q2", "a2", "RETIRED_CATEGORY"]')
+    finally:
+        await raw.aclose()
+    state = await store.load("s")
+    assert state.turns == (
+        Turn("q1", "a1", Category.VEGAN),
+        Turn("q0", "a0", None),
+        Turn("q2", "a2", None),
+    )
+
+
 async def test_no_turns_kept_when_max_turns_is_zero(make_store: MakeStore) -> None:
     store = await make_store(max_turns=0)
     state = await store.record("s", turn=Turn("q", "a"), category=Category.MEDIA)
