@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # intent, sparse-only search) rather than wait; 0: every turn waits.
     embedding_queue_max: int = Field(4, ge=0)
     embedding_burst_seconds: float = Field(1.0, ge=0)
+    # A turn its words alone would refuse as off-topic waits for its embedding to confirm it,
+    # burst or not; past this many waiting so, the words' verdict stands.
+    embedding_confirm_max: int = Field(16, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
     retrieval_k: int = Field(3, ge=0, le=20)

@@ -92,6 +92,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.lexical_refusals = Counter(
+            "gateway_lexical_refusals",
+            "turns read by their words as off-topic, by what their embedding then said: "
+            "confirmed, overturned (answered), or unconfirmed (embedding model too busy)",
+            ["outcome"],
+            registry=r,
+        )
         self.lexical_turns = Counter(
             "gateway_lexical_turns",
             "free-text turns read by their words (lexical intent, sparse-only search) because "

@@ -23,7 +23,10 @@ refused: the most). The floor's turns are still read by the intent step, embedde
 same rule. Per burst: users served (a ``close``), refused (an ``error``: 429 or 503), TTFT (request sent
 -> first text from the upstream) p50/p90/p99; ADDED: the same percentile minus that of the
 same burst sent straight to the upstream by the same client (what this machine, load
-generator and upstream take without the gateway); turns read by their words (LEXICAL, from /metrics), and the worst extra gap of the stream that was already running (its largest gap
+generator and upstream take without the gateway); turns read by their words (LEXICAL, from
+/metrics), of which those the words alone would refuse and their embedding then answered
+(overturned), refused too (confirmed) or could not be waited for (unconfirmed); and the worst
+extra gap of the stream that was already running (its largest gap
 between two chunks, minus the upstream's 50 ms). The messages are the on-topic turns of
 bench/data/intent/dev.jsonl and the queries of bench/data/queries_ko.jsonl, distinct, so the
 cache helps only where users really repeat each other; the intent step may still answer a
@@ -206,12 +209,16 @@ ROWS = {
 }
 
 
-def lexical_turns(url: str) -> int:
-    text = httpx.get(url + "/metrics", timeout=10).text
-    for line in text.splitlines():
+def counters(url: str) -> dict[str, int]:
+    """Turns read by their words, and their refusals by outcome, from /metrics."""
+    found = {"lexical": 0, "overturned": 0, "confirmed": 0, "unconfirmed": 0}
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
         if line.startswith("gateway_lexical_turns_total "):
-            return int(float(line.split()[1]))
-    return 0
+            found["lexical"] = int(float(line.split()[1]))
+        elif line.startswith("gateway_lexical_refusals_total{"):
+            outcome = line.split('outcome="')[1].split('"')[0]
+            found[outcome] = int(float(line.split()[1]))
+    return found
 
 
 def main() -> int:
@@ -255,9 +262,10 @@ def main() -> int:
                         for _ in range(args.repeats):
                             window.wait_for(users + 1)  # the burst and the stream running
                             mine, asked = asked[:users], asked[users:]
-                            before = lexical_turns(gw.url)
+                            before = counters(gw.url)
                             run = asyncio.run(burst(gw.url, users, mine, f"{row}-{len(runs)}"))
-                            run["lexical"] = lexical_turns(gw.url) - before
+                            after = counters(gw.url)
+                            run.update({k: after[k] - before[k] for k in after})
                             runs.append(run)
                         result = _summary(row, users, runs, direct_bursts[users])
                         results.append(result)
@@ -322,6 +330,11 @@ def _summary(
         "refused_statuses": sorted({s for r in runs for s in r["refused_statuses"]}),
         "friendly": max(r["friendly"] for r in runs),
         "lexical": _median(r["lexical"] for r in runs),
+        # refusals read by words, then by the embedding: overturned (answered), confirmed,
+        # unconfirmed (too many waiting): the most over the runs
+        "overturned": max(r["overturned"] for r in runs),
+        "confirmed": max(r["confirmed"] for r in runs),
+        "unconfirmed": max(r["unconfirmed"] for r in runs),
         "ttft_ms": ttft,
         "added_ttft_ms": {q: round(ttft[q] - direct[q], 1) for q in ttft},
         "running_worst_extra_gap_ms": _median(gaps) if gaps else None,
@@ -333,7 +346,9 @@ def print_row(r: dict[str, Any]) -> None:
     t, a = r["ttft_ms"], r["added_ttft_ms"]
     print(
         f"{r['row']:<10} {r['users']:>4} users  served {r['served']:>4}  refused {r['refused']:>3}"
-        f"  friendly {r['friendly']:>3}  lexical {r['lexical']:>3}  TTFT p50/p90/p99 {t[50]:>7.1f} {t[90]:>7.1f} {t[99]:>7.1f}"
+        f"  friendly {r['friendly']:>3}  lexical {r['lexical']:>3}"
+        f"  overturned/confirmed/unconfirmed {r['overturned']}/{r['confirmed']}/{r['unconfirmed']}"
+        f"  TTFT p50/p90/p99 {t[50]:>7.1f} {t[90]:>7.1f} {t[99]:>7.1f}"
         f"  ADDED {a[50]:>7.1f} {a[90]:>7.1f} {a[99]:>7.1f}"
         f"  running stream worst extra gap {r['running_worst_extra_gap_ms']} ms"
     )

@@ -10,6 +10,9 @@ way (``IntentClassifier.decide``):
 - ``knn``: the gateway's classifier, nearest examples weighted by similarity;
 - ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
   vote over hashed word/bigram vectors (``app/rag/lexical.py``); its time includes encoding;
+- ``lexical+confirm``: what a burst does: the lexical reading, and for a turn it would refuse
+  as off-topic the embedding's decision (the turn waits for its embedding); its time excludes
+  that embedding, and ``confirmations`` counts the turns that needed one;
 - ``prototype``: the cosine to each act's (and category's) mean example vector;
 - ``logreg``: scikit-learn's logistic regression on the example vectors (when installed);
 - ``llm``: the served model as a router through vLLM structured output, a choice among the
@@ -40,7 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.intent import Act, Intent, IntentClassifier, IntentKind  # noqa: E402
+from app.chat.intent import Act, Intent, IntentClassifier, IntentKind, Intents  # noqa: E402
 from app.chat.intent_bank import (  # noqa: E402
     BUNDLED_EXAMPLES,
     build_intents,
@@ -210,6 +213,20 @@ def evaluate(
     }
 
 
+def _confirmed(intents: Intents) -> Callable[[Turn_, np.ndarray], Intent]:
+    """The lexical reading; an off-topic verdict decided again on the turn's embedding."""
+
+    def decide(turn: Turn_, vector: np.ndarray) -> Intent:
+        intent = intents.decide(turn.message, None, turn.state)
+        if intent.kind is IntentKind.OFF_TOPIC:
+            decide.confirmations += 1  # type: ignore[attr-defined]
+            return intents.decide(turn.message, vector, turn.state)
+        return intent
+
+    decide.confirmations = 0  # type: ignore[attr-defined]
+    return decide
+
+
 def llm_router(url: str, model: str | None) -> Callable[[Turn_, np.ndarray], Intent]:
     """The served model picks one label (vLLM ``structured_outputs.choice``)."""
     import httpx
@@ -334,16 +351,21 @@ def main() -> int:
         if "lexical" in args.designs.split(","):
             intents = build_intents(embedder, args.examples)
             runs["lexical"] = (lambda i: lambda t, _: i.decide(t.message, None, t.state))(intents)
+            runs["lexical+confirm"] = _confirmed(intents)
         if args.llm_url:
             runs["llm"] = llm_router(args.llm_url, args.llm_model)
         for name, decide in runs.items():
             result = {"split": split, **evaluate(name, decide, turns, vectors)}
+            if name == "lexical+confirm":
+                result["confirmations"] = decide.confirmations  # type: ignore[attr-defined]
             if name == "llm":
                 ms = np.array(decide.timings) * 1000  # type: ignore[attr-defined]
                 result["decision_ms_p50"] = round(float(np.percentile(ms, 50)), 1)
                 result["decision_ms_p99"] = round(float(np.percentile(ms, 99)), 1)
             result["embedding_ms_per_turn"] = round(embed_ms, 2)
             print_report(result)
+            if "confirmations" in result:
+                print(f"   turns that waited for their embedding: {result['confirmations']}")
             if args.errors:
                 for error in result["errors"]:
                     print(f"     {error}")

@@ -162,13 +162,16 @@ class RecommendationService:
             vector = None  # read by its words: lexical intent, sparse-only search
             self._metrics.lexical_turns.inc()
         intent = self._intents.decide(text, vector, state)
+        by_words = vector is None
+        if by_words and intent.kind is IntentKind.OFF_TOPIC:
+            intent = await self._confirm_refusal(text, state, intent)
         self._metrics.intents.labels(intent.kind.value).inc()
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             async for event in _friendly_reply():
                 yield event
             return
         category = _next_category(intent, state)
-        hits = await self._retrieve(text, category, vector, by_words=vector is None)
+        hits = await self._retrieve(text, category, vector, by_words=by_words)
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
             category = hits[0].document.category if hits else _FALLBACK_CATEGORY
@@ -197,6 +200,21 @@ class RecommendationService:
             session_id, messages, category, hits, text, request_id, started
         ):
             yield event
+
+    async def _confirm_refusal(self, text: str, state: SessionState, intent: Intent) -> Intent:
+        """An off-topic verdict read by words alone, decided again on the turn's embedding
+        (waited for, burst or not): the lexical reading refuses some plain questions ("전기
+        아끼는 법 알려줘"), and a refused user is worse off than a burst a little slower. The
+        turn's search stays by words: the burst's rule for search."""
+        try:
+            vector = await self._retriever.embed(text, wait=True)
+        except EmbedderBusy:
+            self._metrics.lexical_refusals.labels("unconfirmed").inc()
+            return intent
+        decided = self._intents.decide(text, vector, state)
+        confirmed = decided.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE)
+        self._metrics.lexical_refusals.labels("confirmed" if confirmed else "overturned").inc()
+        return decided
 
     async def _retrieve(
         self,

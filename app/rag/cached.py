@@ -36,7 +36,9 @@ class CachedRetriever:
     def embedder(self) -> Embedder:
         return self._inner.embedder
 
-    async def embed(self, query: str) -> QueryVector:
+    async def embed(self, query: str, *, wait: bool = False) -> QueryVector:
+        if wait:  # rare (a refusal to confirm in a burst): not worth a cache of its own
+            return await self._inner.embed(query, wait=True)
         return await self._vectors(query)
 
     async def retrieve(

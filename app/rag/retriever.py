@@ -15,7 +15,9 @@ burst: the turn that finds it, the turns waiting in it, and every turn for ``bur
 after get :class:`EmbedderBusy` at once, and ``retrieve`` searches by words alone
 (sparse-only). In a burst a turn then costs a tenth of a millisecond instead of a share of the
 queue's embeddings, whose CPU the burst's other turns need (recall and latency in
-bench/README.md "Retrieval" and "Burst").
+bench/README.md "Retrieval" and "Burst"). A turn that its words alone would refuse asks again
+with ``wait=True``: it waits for its embedding, so that a burst refuses nobody on the weaker
+reading.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ class EmbedderBusy(Exception):
 
 
 class Retriever(Protocol):
-    async def embed(self, query: str) -> QueryVector:
+    async def embed(self, query: str, *, wait: bool = False) -> QueryVector:
         """The query's embedding (computed off the event loop); raises :class:`EmbedderBusy`
-        rather than wait behind a long queue."""
+        rather than wait behind a long queue. ``wait``: wait in the queue even in a burst (a
+        refusal to confirm), refused only past ``confirm_max`` such turns waiting."""
         ...
 
     async def retrieve(
@@ -101,6 +104,7 @@ class HybridRetriever:
         concurrency: int = 1,
         queue_max: int = 0,
         burst_seconds: float = 0.0,
+        confirm_max: int = 0,
     ) -> None:
         self._store = store
         self._collection = collection
@@ -117,6 +121,8 @@ class HybridRetriever:
         # not read from the limiter: a burst's turns all ask within one tick of the event loop,
         # before any of them has reached the limiter's queue.
         self._waiting: set[anyio.CancelScope] = set()
+        self._confirm_max = confirm_max  # 0: no turn waits past a burst
+        self._confirming = 0  # turns waiting with ``wait=True``
 
     @property
     def embedder(self) -> Embedder:
@@ -171,7 +177,16 @@ class HybridRetriever:
         """Queries waiting for the embedding model now (not counting those being embedded)."""
         return len(self._waiting)
 
-    async def embed(self, query: str) -> QueryVector:
+    async def embed(self, query: str, *, wait: bool = False) -> QueryVector:
+        if wait:
+            if self._queue_max and self._confirming >= self._confirm_max:
+                raise EmbedderBusy(f"{self._confirming} refusals waiting for the embedder")
+            self._confirming += 1
+            try:
+                async with self._embedding:
+                    return await anyio.to_thread.run_sync(self.embed_query, query)
+            finally:
+                self._confirming -= 1
         if self._queue_max:
             now = time.monotonic()
             if now < self._burst_until:

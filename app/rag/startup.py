@@ -55,6 +55,7 @@ async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
             concurrency=settings.embedding_concurrency or (8 if settings.embedding_url else 1),
             queue_max=settings.embedding_queue_max,
             burst_seconds=settings.embedding_burst_seconds,
+            confirm_max=settings.embedding_confirm_max,
         )
     finally:
         if isinstance(embedder, RemoteEmbedder):

@@ -1,6 +1,7 @@
 """RecommendationService when retrieval cannot do its part: a vector store that is down
 degrades the answer (no context), it does not fail; an embedding model too busy to wait for
-reads the turn by its words. Real upstream client against the scripted server."""
+reads the turn by its words, and a refusal so read waits for the embedding to confirm it. Real
+upstream client against the scripted server."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.anyio
 class _StoreDown:
     calls = 0
 
-    async def embed(self, query: str) -> np.ndarray:
+    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
         return np.ones(4, np.float32)
 
     async def retrieve(
@@ -43,25 +44,43 @@ class _StoreDown:
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
 
 
+TOPIC_VECTOR = np.array([1, 0, 0, 0], np.float32)  # dense: VEGAN
+OFF_TOPIC_VECTOR = np.array([0, 1, 0, 0], np.float32)
+
+
 def _intents() -> Intents:
-    """Dense: everything is a question. Lexical: "두유" is VEGAN, "전기" ENERGY_SAVING."""
+    """Dense: TOPIC_VECTOR is VEGAN, OFF_TOPIC_VECTOR off-topic. Lexical: "두유" is VEGAN,
+    "전기" ENERGY_SAVING, "주식 시세" off-topic."""
     lexical = LexicalEmbedder()
     examples = [
         Example("두유", Act.TOPIC, Category.VEGAN),
         Example("전기", Act.TOPIC, Category.ENERGY_SAVING),
+        Example("주식 시세", Act.OFF_TOPIC),
     ]
     return Intents(
-        IntentClassifier([Example("질문", Act.ASK)], np.ones((1, 4), np.float32)),
+        IntentClassifier(
+            [Example("두유", Act.TOPIC, Category.VEGAN), Example("주식", Act.OFF_TOPIC)],
+            np.stack([TOPIC_VECTOR, OFF_TOPIC_VECTOR]),
+            k=1,
+        ),
         IntentClassifier(examples, lexical.embed_queries([e.text for e in examples]), k=1),
         lambda message: lexical.embed_queries([message])[0],
     )
 
 
 class _EmbedderBusy:
-    def __init__(self) -> None:
-        self.retrieved: list[tuple[str, Category | None, object, bool]] = []
+    """Busy for every turn; a turn that waits (``wait=True``) gets ``waited`` (None: busy too)."""
 
-    async def embed(self, query: str) -> np.ndarray:
+    def __init__(self, waited: np.ndarray | None = None) -> None:
+        self.retrieved: list[tuple[str, Category | None, object, bool]] = []
+        self.waited = waited
+        self.waits = 0
+
+    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
+        if wait:
+            self.waits += 1
+            if self.waited is not None:
+                return self.waited
         raise EmbedderBusy("9 queries waiting")
 
     async def retrieve(
@@ -100,6 +119,41 @@ async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
     assert retriever.retrieved == [("두유 마시기", Category.VEGAN, None, True)]
     assert (await sessions.load("s")).category is Category.VEGAN
     assert metrics.registry.get_sample_value("gateway_lexical_turns_total") == 1
+
+
+@pytest.mark.parametrize(
+    ("waited", "outcome", "answered"),
+    [
+        (TOPIC_VECTOR, "overturned", True),
+        (OFF_TOPIC_VECTOR, "confirmed", False),
+        (None, "unconfirmed", False),
+    ],
+)
+async def test_a_refusal_read_by_words_is_confirmed_by_the_embedding(
+    scripted: ScriptedUpstreamThread, waited: np.ndarray | None, outcome: str, answered: bool
+) -> None:
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    retriever = _EmbedderBusy(waited)
+    metrics = Metrics()
+    async with build_http_client(settings) as http:
+        service = RecommendationService(
+            llm=LLMClient(http, settings),
+            retriever=retriever,
+            intents=_intents(),
+            sessions=InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60),
+            settings=settings,
+            metrics=metrics,
+        )
+        events = [e async for e in service.free_text(session_id="s", message="주식 시세")]
+    done = events[-1]
+    assert isinstance(done, Done)
+    assert retriever.waits == 1
+    assert bool(done.payload["challenges"]) is answered
+    assert bool(scripted.chat_requests) is answered
+    if answered:  # searched by words: the burst's rule for search still holds
+        assert retriever.retrieved == [("주식 시세", Category.VEGAN, None, True)]
+    sample = metrics.registry.get_sample_value
+    assert sample("gateway_lexical_refusals_total", {"outcome": outcome}) == 1
 
 
 async def test_retrieval_failure_degrades_to_an_answer_without_context(

@@ -4,8 +4,9 @@ The gateway's retriever on a copy of the bundled store, its embedding held by a 
 the queue's length is exact: with EMBEDDING_QUEUE_MAX=1, one query being embedded and one
 waiting, the next ``embed`` raises ``EmbedderBusy``, so does the one that was waiting, and
 ``retrieve`` gives the sparse-only hits without waiting; for EMBEDDING_BURST_SECONDS after,
-every turn is read by its words even with the model free; the cache does not keep those
-searches; with 0 every query waits its turn.
+every turn is read by its words even with the model free, except a refusal to confirm
+(``wait=True``), which waits its turn; the cache does not keep those searches; with 0 every
+query waits its turn.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ async def gated(
     gate = threading.Event()
     burst_seconds = getattr(request, "param", 0.0)
     settings = Settings(
-        qdrant_path=store_path, embedding_queue_max=1, embedding_burst_seconds=burst_seconds
+        qdrant_path=store_path,
+        embedding_queue_max=1,
+        embedding_burst_seconds=burst_seconds,
+        embedding_confirm_max=1,
     )
     async with open_retriever(settings) as retriever:
         embed_query = retriever.embed_query
@@ -107,6 +111,36 @@ async def test_after_a_burst_turns_are_read_by_words_for_a_while(
     await anyio.sleep(0.6)
     with anyio.fail_after(10):
         assert (await retriever.embed("다섯 번째 질문")).shape == (retriever.embedder.dim,)
+
+
+@pytest.mark.parametrize("gated", [5.0], indirect=True)
+async def test_a_refusal_to_confirm_waits_for_its_embedding_even_in_a_burst(
+    gated: tuple[HybridRetriever, threading.Event],
+) -> None:
+    """``wait=True`` queues behind the burst instead of being read by its words, and neither
+    counts as nor is cancelled by the burst; past EMBEDDING_CONFIRM_MAX (1) such turns waiting,
+    it is refused."""
+    retriever, gate = gated
+    cached = CachedRetriever(retriever, size=16, ttl=600)
+    confirmed: list[int] = []
+
+    async def confirm(query: str) -> None:
+        confirmed.append(len(await cached.embed(query, wait=True)))
+
+    async with anyio.create_task_group() as group:
+        await _fill_queue(retriever, group)
+        with pytest.raises(EmbedderBusy):
+            await retriever.embed("세 번째 질문")  # the burst begins
+        group.start_soon(confirm, "전기 아끼는 법 알려줘")
+        await anyio.sleep(0.1)
+        assert retriever.embeddings_waiting == 0  # not one of the burst's waiting turns
+        with pytest.raises(EmbedderBusy):  # EMBEDDING_CONFIRM_MAX (1) are waiting already
+            await retriever.embed("물 아끼는 법 알려줘", wait=True)
+        assert confirmed == []
+        gate.set()
+    assert confirmed == [retriever.embedder.dim]
+    with pytest.raises(EmbedderBusy):  # still the burst for anyone else
+        await retriever.embed("네 번째 질문")
 
 
 async def test_the_cache_keeps_only_full_searches(
