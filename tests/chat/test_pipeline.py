@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import numpy as np
 import pytest
 
@@ -96,6 +97,26 @@ class _EmbedderBusy:
         return []
 
 
+def _service(
+    http: httpx.AsyncClient,
+    settings: Settings,
+    retriever: object,
+    *,
+    sessions: InMemorySessionStore | None = None,
+    metrics: Metrics | None = None,
+) -> RecommendationService:
+    if sessions is None:  # (an empty store is falsy: it has a length)
+        sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    return RecommendationService(
+        llm=LLMClient(http, settings),
+        retriever=retriever,  # type: ignore[arg-type]
+        intents=_intents(),
+        sessions=sessions,
+        settings=settings,
+        metrics=metrics,
+    )
+
+
 async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
     scripted: ScriptedUpstreamThread,
 ) -> None:
@@ -104,14 +125,7 @@ async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
     sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
     metrics = Metrics()
     async with build_http_client(settings) as http:
-        service = RecommendationService(
-            llm=LLMClient(http, settings),
-            retriever=retriever,
-            intents=_intents(),
-            sessions=sessions,
-            settings=settings,
-            metrics=metrics,
-        )
+        service = _service(http, settings, retriever, sessions=sessions, metrics=metrics)
         events = [e async for e in service.free_text(session_id="s", message="두유 마시기")]
     assert isinstance(events[-1], Done)
     # The lexical vote chose VEGAN (the dense one would have left the category open), and the
@@ -136,14 +150,7 @@ async def test_a_refusal_read_by_words_is_confirmed_by_the_embedding(
     retriever = _EmbedderBusy(waited)
     metrics = Metrics()
     async with build_http_client(settings) as http:
-        service = RecommendationService(
-            llm=LLMClient(http, settings),
-            retriever=retriever,
-            intents=_intents(),
-            sessions=InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60),
-            settings=settings,
-            metrics=metrics,
-        )
+        service = _service(http, settings, retriever, metrics=metrics)
         events = [e async for e in service.free_text(session_id="s", message="주식 시세")]
     done = events[-1]
     assert isinstance(done, Done)
@@ -162,13 +169,7 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
     retriever = _StoreDown()
     async with build_http_client(settings) as http:
-        service = RecommendationService(
-            llm=LLMClient(http, settings),
-            retriever=retriever,
-            intents=_intents(),
-            sessions=InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60),
-            settings=settings,
-        )
+        service = _service(http, settings, retriever)
         events = [
             event
             async for event in service.base_info(
