@@ -351,25 +351,19 @@ class RecommendationService:
 
 
 def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
-    """The ``close`` data: the model's texts with the session's category, never the model's.
-    A challenge whose title repeats an earlier one (a small model's repeat) becomes no second
-    button."""
-    seen: set[str] = set()
-    challenges = []
-    for item in answer.challenges:
-        key = " ".join(item.title.split())
-        if key in seen:
-            continue
-        seen.add(key)
-        challenges.append(
+    """The ``close`` data: the model's texts with the session's category, never the model's."""
+    return {
+        "recommend": answer.recommend,
+        "challenges": [
             {
                 "title": item.title,
                 "description": item.description,
                 "category": category.code,
                 "label": category.label,
             }
-        )
-    return {"recommend": answer.recommend, "challenges": challenges}
+            for item in answer.challenges
+        ],
+    }
 
 
 def _salvage(partial: Answer, hits: Sequence[Hit], guard: RepetitionGuard) -> tuple[Answer, str]:
