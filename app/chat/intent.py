@@ -120,9 +120,7 @@ class IntentClassifier:
     ``k`` neighbours vote for the act with weights ``exp((cos - best) / temperature)``; the
     category of a topic is voted the same way among the topic examples alone. Inside a
     conversation (the session has turns or a category) "off_topic" must beat the best on-topic
-    act by ``conversation_margin``, else the message is an ordinary question; outside one, by
-    ``off_topic_margin`` (0 for an embedding; wider for a reading whose off-topic verdicts are
-    less sure, since refusing an on-topic user costs more than answering an off-topic one).
+    act by ``conversation_margin``, else the message is an ordinary question.
     """
 
     def __init__(
@@ -133,7 +131,6 @@ class IntentClassifier:
         k: int = 7,
         temperature: float = 0.02,
         conversation_margin: float = 0.15,
-        off_topic_margin: float = 0.0,
     ) -> None:
         if len(examples) != len(vectors) or not examples:
             raise ValueError("one vector per example, and at least one example")
@@ -150,7 +147,6 @@ class IntentClassifier:
         self._k = k
         self._temperature = temperature
         self._margin = conversation_margin
-        self._off_topic_margin = off_topic_margin
 
     def _vote(
         self, sims: npt.NDArray[np.float32], labels: npt.NDArray[np.int64], n: int
@@ -193,10 +189,9 @@ class IntentClassifier:
             return Act.NONSENSE
         scores = self.act_scores(vector)
         best = max(scores, key=scores.__getitem__)
-        if best is Act.OFF_TOPIC:
-            margin = self._margin if in_conversation else self._off_topic_margin
+        if best is Act.OFF_TOPIC and in_conversation:
             on_topic = max(scores[Act.TOPIC], scores[Act.ASK])
-            if scores[Act.OFF_TOPIC] - on_topic < margin:
+            if scores[Act.OFF_TOPIC] - on_topic < self._margin:
                 return Act.ASK
         if best not in (Act.TOPIC, Act.ANOTHER) and named_category(message):
             return Act.TOPIC
