@@ -9,7 +9,9 @@ Text flows through at once, except while the sentence being written is still a p
 sentence already shown ``max_repeats`` times: that much is held back (a few characters when it
 is only a common start), released as soon as it turns out different, and dropped when it
 completes the repeat. So no sentence is ever shown more than ``max_repeats`` times, and
-ordinary text is never delayed.
+ordinary text is never delayed. Whitespace is shown with the text that follows it: the blank
+line before a block that turns out to be a repeat is dropped with it, so a stream stopped by a
+loop never ends in a separator that its ``close`` does not have.
 
 A "sentence" ends at ``.``, ``!``, ``?``, ``…`` or a line break; compared with surrounding
 whitespace trimmed, and only from ``min_chars`` characters on (short pieces such as a list
@@ -61,6 +63,7 @@ class RepetitionGuard:
     __slots__ = (
         "_checked",
         "_counts",
+        "_gap",
         "_held",
         "_longest",
         "_max",
@@ -84,6 +87,7 @@ class RepetitionGuard:
         self._sentence = ""  # the sentence being written, shown and held (its end only, once long)
         self._size = 0  # its full length
         self._held = 0  # characters at the end of _sentence not shown yet
+        self._gap = ""  # whitespace released, waiting for the text that follows it
         self._checked = 0  # _size at the last phrase-loop check
         self.looping = False
 
@@ -109,11 +113,14 @@ class RepetitionGuard:
     def finish(self) -> str:
         """The held text at a normal end of the stream: dropped when it repeats a sentence
         shown ``max_repeats`` times already (it is the start of one more copy), else shown."""
-        if self.looping or not self._held:
+        if self.looping:
             return ""
-        if self._is_repeat_prefix(self._sentence.strip()):
+        if self._held and self._is_repeat_prefix(self._sentence.strip()):
             return ""
-        return self._release()
+        held = self._sentence[len(self._sentence) - self._held :]
+        self._held = 0
+        tail, self._gap = self._gap + held, ""
+        return tail  # whitespace included: the stream ends as the model ended it
 
     def _add(self, piece: str) -> None:
         self._sentence += piece
@@ -124,9 +131,14 @@ class RepetitionGuard:
             self._sentence = self._sentence[-max(_LOOP_WINDOW, self._held) :]
 
     def _release(self) -> str:
+        """The held text, to be shown now; whitespace alone waits for what follows it."""
         held = self._sentence[len(self._sentence) - self._held :]
         self._held = 0
-        return held
+        if not held.strip():
+            self._gap += held
+            return ""
+        shown, self._gap = self._gap + held, ""
+        return shown
 
     def _end_sentence(self, out: list[str]) -> None:
         key = self._sentence.strip()

@@ -76,6 +76,26 @@ def test_a_held_prefix_is_released_when_the_sentence_turns_out_different() -> No
     assert run(text, list(range(1, len(text)))) == (text, False)
 
 
+def test_the_blank_line_before_a_repeated_block_is_dropped_with_it() -> None:
+    """The display's blocks are separated by blank lines: when the third copy of an item
+    starts, its separator must not be left shown (the close would not have it)."""
+    item = "이동 중에 환경 팟캐스트 듣기\n출퇴근길에 들어 보세요."
+    text = f"추천이에요.\n\n{item}\n\n{item}\n\n{item}"
+    for cuts in ([], list(range(1, len(text))), [len(text) - len(item) - 1]):
+        shown, looping = run(text, cuts)
+        assert looping
+        assert shown == f"추천이에요.\n\n{item}\n\n{item}", cuts
+
+
+def test_whitespace_waits_for_the_text_that_follows_it() -> None:
+    guard = RepetitionGuard()
+    assert guard.feed("첫 문장이에요.\n\n") == "첫 문장이에요."
+    assert guard.feed("  ") == ""
+    assert guard.feed("둘째") == "\n\n  둘째"
+    assert guard.feed("\n") == ""
+    assert guard.finish() == "\n"  # a normal end shows what the model ended with
+
+
 def test_a_short_phrase_repeated_inside_one_sentence_is_a_loop() -> None:
     shown, looping = run("추천: " + "좋아요 " * 40, list(range(1, 200)))
     assert looping
