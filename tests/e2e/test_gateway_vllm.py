@@ -49,11 +49,21 @@ async def http(vllm_gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]
         yield client
 
 
-def _display_text(answer: dict[str, Any]) -> str:
-    text = answer["recommend"]
-    for item in answer["challenges"]:
-        text += "\n\n" + item["title"] + "\n" + item["description"]
-    return str(text)
+def _shows_the_close(shown: str, answer: dict[str, Any]) -> bool:
+    """Whether the stream showed the close's texts: exactly, or, for an answer stopped early
+    (a loop or max_tokens) and filled up with catalogue items, with the one item that was cut
+    still on screen between them (as tests/test_gateway_faults.py pins down)."""
+    blocks = [f"\n\n{item['title']}\n{item['description']}" for item in answer["challenges"]]
+    for k in range(len(blocks) + 1):
+        before = answer["recommend"] + "".join(blocks[:k])
+        after = "".join(blocks[k:])
+        if len(shown) < len(before) + len(after):
+            continue
+        if shown.startswith(before) and shown.endswith(after):
+            cut = shown[len(before) : len(shown) - len(after)]
+            if cut == "" or (cut.startswith("\n\n") and cut[2:].strip() and "\n\n" not in cut[2:]):
+                return True
+    return False
 
 
 def _check_answer(result: StreamResult, category: str) -> None:
@@ -64,7 +74,7 @@ def _check_answer(result: StreamResult, category: str) -> None:
     assert isinstance(answer["recommend"], str)
     assert 1 <= len(answer["challenges"]) <= 3
     assert {c["category"] for c in answer["challenges"]} == {category}
-    assert result.text == _display_text(answer)
+    assert _shows_the_close(result.text, answer), (result.text, answer)
 
 
 async def test_base_info_through_vllm(http: httpx.AsyncClient) -> None:
