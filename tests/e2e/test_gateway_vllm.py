@@ -114,7 +114,18 @@ async def test_hang_up_stops_generation_in_vllm(
 ) -> None:
     await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=30))
     async with httpx.AsyncClient(base_url=vllm_server.url_root, timeout=10) as vllm:
+        # The earlier tests' requests are counted a moment after they stop running: wait until
+        # the count holds still for a second, so that none of them lands in this test's delta.
         before = (await vllm.get("/metrics")).text
+        with anyio.fail_after(15):
+            while True:
+                await anyio.sleep(1.0)
+                now = (await vllm.get("/metrics")).text
+                if metric_value(now, "vllm:request_success_total") == metric_value(
+                    before, "vllm:request_success_total"
+                ):
+                    break
+                before = now
     params = {"sessionId": "gone", "location": "산", "workType": "현장직", "category": "PLOGGING"}
     closed_at = await hang_up_once(http, BASE, params, events_before=3)
     assert time.time() - closed_at < 5
