@@ -117,10 +117,7 @@ class RepetitionGuard:
             return ""
         if self._held and self._is_repeat_prefix(self._sentence.strip()):
             return ""
-        held = self._sentence[len(self._sentence) - self._held :]
-        self._held = 0
-        tail, self._gap = self._gap + held, ""
-        return tail  # whitespace included: the stream ends as the model ended it
+        return self._release(at_end=True)
 
     def _add(self, piece: str) -> None:
         self._sentence += piece
@@ -130,11 +127,12 @@ class RepetitionGuard:
             # Too long to be compared: keep what the phrase-loop check reads and what is held.
             self._sentence = self._sentence[-max(_LOOP_WINDOW, self._held) :]
 
-    def _release(self) -> str:
-        """The held text, to be shown now; whitespace alone waits for what follows it."""
+    def _release(self, *, at_end: bool = False) -> str:
+        """The held text, to be shown now. Whitespace alone waits for what follows it, except
+        at the stream's end: the stream ends as the model ended it."""
         held = self._sentence[len(self._sentence) - self._held :]
         self._held = 0
-        if not held.strip():
+        if not at_end and not held.strip():
             self._gap += held
             return ""
         shown, self._gap = self._gap + held, ""
