@@ -218,7 +218,7 @@ def _confirmed(intents: Intents) -> Callable[[Turn_, np.ndarray], Intent]:
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         intent = intents.decide(turn.message, None, turn.state)
-        if intent.kind is IntentKind.OFF_TOPIC:
+        if Intents.needs_embedding(intent):
             decide.confirmations += 1  # type: ignore[attr-defined]
             return intents.decide(turn.message, vector, turn.state)
         return intent

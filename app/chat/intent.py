@@ -245,3 +245,9 @@ class Intents:
         if vector is None:
             return self.lexical.decide(message, self._lexical_vector(message), state)
         return self.dense.decide(message, vector, state)
+
+    @staticmethod
+    def needs_embedding(lexical: Intent) -> bool:
+        """Whether a lexical decision must be decided again on the message's embedding: a
+        refusal (the lexical reading refuses some plain questions, "전기 아끼는 법 알려줘")."""
+        return lexical.kind is IntentKind.OFF_TOPIC

@@ -163,7 +163,7 @@ class RecommendationService:
             self._metrics.lexical_turns.inc()
         intent = self._intents.decide(text, vector, state)
         by_words = vector is None
-        if by_words and intent.kind is IntentKind.OFF_TOPIC:
+        if by_words and Intents.needs_embedding(intent):
             intent = await self._confirm_refusal(text, state, intent)
         self._metrics.intents.labels(intent.kind.value).inc()
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):

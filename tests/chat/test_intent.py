@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.chat.intent import Act, Example, Intent, IntentClassifier, IntentKind
+from app.chat.intent import Act, Example, Intent, IntentClassifier, IntentKind, Intents
 from app.chat.intent_bank import (
     build_classifier,
     build_intents,
@@ -147,7 +147,7 @@ def test_in_a_burst_a_refusal_needs_the_embedding_too(embedder: Embedder) -> Non
         state = _state(row)
         gold = str(row["intent"])
         intent = intents.decide(row["message"], None, state)
-        if intent.kind is IntentKind.OFF_TOPIC:
+        if Intents.needs_embedding(intent):
             confirmed += 1
             vector = embedder.embed_queries([row["message"]])[0]
             intent = intents.decide(row["message"], vector, state)
