@@ -5,19 +5,26 @@
             -> the act read against the session (current and base category, turns so far)
             -> an :class:`Intent`
 
-The examples carry one of six acts: ``topic`` (about one category, named or described in other
-words: "우유 대신 두유 마시는 챌린지" is VEGAN), ``ask`` (on topic with no category of its own:
-a follow-up such as "그거 어떻게 시작해?" or a general question), ``another``, ``back``,
-``off_topic`` and ``nonsense``. The session turns the act into the decision: a topic in the
-current category is an ordinary question, not a switch; "back" without a base-info category is
-an ordinary question; inside a conversation a message is refused as off-topic only when the
-examples say so with a clear margin, because refusing a follow-up costs the user more than
+The examples carry one of eight acts: ``topic`` (about one category, named or described in
+other words: "우유 대신 두유 마시는 챌린지" is VEGAN), ``ask`` (on topic with no category of its
+own: a general question), ``more`` (more or other challenges in the same field: "다른 챌린지도
+있어?", "그거 말고 딴 거", "더 쉬운 거 없어?"), ``among`` (about the challenges shown: "그 중에
+제일 쉬운 거?", "두 번째 건 얼마나 걸려?", "그거 어떻게 시작해?"), ``another`` (another field:
+"아예 다른 분야로", "아무 분야나"), ``back``, ``off_topic`` and ``nonsense``. The session turns
+the act into the decision: a topic in the current category is not a switch (once something
+was shown, it is the follow-up its nearest ask, more and among examples say: "해변 플로깅은
+준비물 뭐 챙겨?" after beach plogging was shown; before, an ordinary question); "back" without
+a base-info category is an ordinary question; "more" and "among" need something shown before
+(a turn in the session), else they are an ordinary question; inside a
+conversation a message is refused as off-topic only when the examples say so with a clear
+margin over the on-topic reading, because refusing a follow-up costs the user more than
 answering a stray question.
 
 Two exact rules run beside the vectors, each where it cannot be wrong: a message with neither
 a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a message that names
 exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
-unless its act is "another".
+unless its act is "another" ("비건 말고 다른 분야"); for "more" and "among" a name of the
+current category keeps the act ("비건 챌린지 더 없어?" in VEGAN asks for more of them).
 
 When the embedding model is busy (a burst: every turn waits its turn on it), a turn can be read
 through its lexical vector instead (``app.rag.lexical``): :class:`Intents` holds both
@@ -57,7 +64,9 @@ __all__ = [
 class IntentKind(enum.Enum):
     ASK = "ask"  # an ordinary question; the category stays (or retrieval picks one)
     SWITCH = "switch"  # another category, named or described
-    ANOTHER = "another"  # "something else": any other category
+    MORE = "more"  # more or other challenges than those shown, in the current category
+    AMONG = "among"  # about the challenges shown ("그 중에", "두 번째 거", "그거 어떻게 해?")
+    ANOTHER = "another"  # another field: any other category
     BACK_TO_BASE = "back"  # "the category I picked first"
     OFF_TOPIC = "off_topic"  # not about eco challenges: the friendly "what I can do" answer
     NONSENSE = "nonsense"  # keyboard mash: the same friendly answer
@@ -68,6 +77,8 @@ class Act(enum.Enum):
 
     TOPIC = "topic"
     ASK = "ask"
+    MORE = "more"
+    AMONG = "among"
     ANOTHER = "another"
     BACK = "back"
     OFF_TOPIC = "off_topic"
@@ -89,6 +100,10 @@ class Example:
 
 _ACTS = tuple(Act)
 _CATEGORIES = tuple(Category)
+# Acts a category name does not turn into a topic: "another" ("비건 말고 다른 분야") asks away
+# from the name; "more" and "among" are read against the current category in ``decide``.
+_KEEPS_A_NAME = frozenset({Act.TOPIC, Act.ANOTHER, Act.MORE, Act.AMONG})
+_FOLLOW_UPS = (Act.ASK, Act.MORE, Act.AMONG)
 _HANGUL_SYLLABLE = re.compile(r"[가-힣]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 # Labels and codes as people type them: any case, spaces and underscores optional.
@@ -119,8 +134,10 @@ class IntentClassifier:
 
     ``k`` neighbours vote for the act with weights ``exp((cos - best) / temperature)``; the
     category of a topic is voted the same way among the topic examples alone. Inside a
-    conversation (the session has turns or a category) "off_topic" must beat the best on-topic
-    act by ``conversation_margin``, else the message is an ordinary question.
+    conversation (the session has turns or a category) "off_topic" must beat the on-topic
+    reading by ``conversation_margin``, else the message is an ordinary question: the on-topic
+    reading is the topic share, or the follow-up shares together (ask, more and among: one act
+    before they were told apart), whichever is larger.
     """
 
     def __init__(
@@ -144,6 +161,9 @@ class IntentClassifier:
             [_CATEGORIES.index(examples[i].category) for i in topic],
             dtype=np.int64,
         )
+        follow_up = [i for i, e in enumerate(examples) if e.act in _FOLLOW_UPS]
+        self._follow_up_columns = np.ascontiguousarray(self._columns[:, follow_up])
+        self._follow_up_acts = self._acts[follow_up]
         self._k = k
         self._temperature = temperature
         self._margin = conversation_margin
@@ -183,6 +203,16 @@ class IntentClassifier:
         votes = self._vote(sims, self._topic_categories, len(_CATEGORIES))
         return _CATEGORIES[int(np.argmax(votes))]
 
+    def follow_up_act(self, vector: npt.NDArray[np.float32]) -> Act:
+        """Which follow-up the message is, voted among the ask, more and among examples alone:
+        a message about the current category may be asking for more of it or about what was
+        shown ("해변 플로깅은 준비물 뭐 챙겨?") as much as asking anew."""
+        if not self._follow_up_acts.size:
+            return Act.ASK
+        sims = self._similarities(self._follow_up_columns, vector)
+        votes = self._vote(sims, self._follow_up_acts, len(_ACTS))
+        return _ACTS[int(np.argmax(votes))]
+
     def act(self, message: str, vector: npt.NDArray[np.float32], *, in_conversation: bool) -> Act:
         """The message's act, before the session's categories are read."""
         if not _HANGUL_SYLLABLE.search(message) and not _LATIN_WORD.search(message):
@@ -190,10 +220,10 @@ class IntentClassifier:
         scores = self.act_scores(vector)
         best = max(scores, key=scores.__getitem__)
         if best is Act.OFF_TOPIC and in_conversation:
-            on_topic = max(scores[Act.TOPIC], scores[Act.ASK])
+            on_topic = max(scores[Act.TOPIC], sum(scores[a] for a in _FOLLOW_UPS))
             if scores[Act.OFF_TOPIC] - on_topic < self._margin:
                 return Act.ASK
-        if best not in (Act.TOPIC, Act.ANOTHER) and named_category(message):
+        if best not in _KEEPS_A_NAME and named_category(message):
             return Act.TOPIC
         return best
 
@@ -201,12 +231,25 @@ class IntentClassifier:
         """What ``message`` asks for in the session ``state``; ``vector`` is its embedding."""
         in_conversation = bool(state.turns) or state.category is not None
         act = self.act(message, vector, in_conversation=in_conversation)
+        if act in (Act.MORE, Act.AMONG):
+            named = named_category(message)
+            if named is not None and named is not state.category:
+                act = Act.TOPIC  # "플로깅도 더 있어?" in VEGAN: about the category it names
+            elif not state.turns:
+                act = Act.ASK  # nothing shown yet: an ordinary question
+            else:
+                return Intent(_KIND_OF[act])
         if act is Act.TOPIC or (act is Act.ASK and state.category is None):
             # With no category yet, an ordinary question is about the one it is nearest to.
             category = named_category(message) or self.topic_category(vector)
-            if category is state.category:
-                return Intent(IntentKind.ASK)
-            return Intent(IntentKind.SWITCH, category)
+            if category is not state.category:
+                return Intent(IntentKind.SWITCH, category)
+            if act is Act.TOPIC and state.turns:
+                # About the current category once something was shown: which follow-up.
+                follow_up = self.follow_up_act(vector)
+                if follow_up is not Act.ASK:
+                    return Intent(_KIND_OF[follow_up])
+            return Intent(IntentKind.ASK)
         if act is Act.BACK:
             if state.base_category is None or state.base_category is state.category:
                 return Intent(IntentKind.ASK)
@@ -216,6 +259,8 @@ class IntentClassifier:
 
 _KIND_OF = {
     Act.ASK: IntentKind.ASK,
+    Act.MORE: IntentKind.MORE,
+    Act.AMONG: IntentKind.AMONG,
     Act.ANOTHER: IntentKind.ANOTHER,
     Act.OFF_TOPIC: IntentKind.OFF_TOPIC,
     Act.NONSENSE: IntentKind.NONSENSE,

@@ -1,7 +1,8 @@
 """The intent step's labelled examples and their vectors.
 
 ``app/chat/data/intent_examples.jsonl`` holds one example per line, ``{"text", "act",
-"category"}``. Their vectors for an embedder are read from ``intent_examples.<embedder>.npz``
+"category"}``: ``act`` is one of :class:`app.chat.intent.Act`'s values, ``category`` a category
+code for "topic" and null for every other act. Their vectors for an embedder are read from ``intent_examples.<embedder>.npz``
 beside it when that file was built from the same examples (its ``digest``); otherwise they are
 embedded now, which takes seconds (a few hundred short queries). The default embedder's file
 ships with the package; rebuild it after editing the examples:
@@ -136,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = load_embedder(args.embedding_model)
     examples = load_examples(args.examples)
     target = save_vectors(embedder, examples, args.examples)
-    print(f"{len(examples)} examples -> {target}")
+    acts = ", ".join(f"{act.value} {sum(e.act is act for e in examples)}" for act in Act)
+    print(f"{len(examples)} examples ({acts}) -> {target}")
     return 0
 
 
