@@ -19,7 +19,9 @@ way (``IntentClassifier.decide``):
   labels (``--llm-url``), with its extra round trip timed.
 
 The sets: bench/data/intent/dev.jsonl (tuning) and test.jsonl (held out: never tuned on).
-A turn is right when the decision matches: a switch needs its category too; an ordinary
+A turn is right when the decision matches (``more`` and ``among`` are decided only once the
+session has shown something; before that they are ordinary questions, and so labelled); a
+switch needs its category too; an ordinary
 question that is decided as a "switch" to the current category is still an ordinary question,
 and so is a general question asked before any category was chosen ("환경 챌린지 처음인데 뭐부터
 해요?") when it is answered in some category: that is what answering it means.
@@ -56,8 +58,8 @@ from app.rag.embedder import load_embedder  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "intent"
 RESULTS = ROOT / "bench" / "results" / "intent.json"
-CLASSES = ("switch", "ask", "another", "back", "off_topic", "nonsense")
-ON_TOPIC = frozenset({"switch", "ask", "another", "back"})
+CLASSES = ("switch", "ask", "more", "among", "another", "back", "off_topic", "nonsense")
+ON_TOPIC = frozenset({"switch", "ask", "more", "among", "another", "back"})
 REFUSED = frozenset({"off_topic", "nonsense"})
 
 
@@ -233,6 +235,8 @@ def llm_router(url: str, model: str | None) -> Callable[[Turn_, np.ndarray], Int
 
     choices = [
         "ask",
+        "more",
+        "among",
         "another",
         "back",
         "off_topic",
@@ -246,7 +250,10 @@ def llm_router(url: str, model: str | None) -> Callable[[Turn_, np.ndarray], Int
         "라벨 하나로만 답하라.\n"
         "- switch:CODE: 현재와 다른 카테고리의 챌린지를 원함 (이름이나 뜻으로). 카테고리: "
         + ", ".join(f"{c.code}={c.label}" for c in Category)
-        + "\n- ask: 현재 카테고리 안의 평범한 질문이나 후속 질문\n- another: 아무거나 다른 분야\n"
+        + "\n- ask: 현재 카테고리 안의 평범한 질문\n"
+        "- more: 같은 분야에서 아직 안 보여준 다른 챌린지를 원함 (더 쉬운 거, 딴 거)\n"
+        "- among: 방금 보여준 챌린지에 대한 질문 (그 중에, 두 번째 거, 그거 어떻게 해)\n"
+        "- another: 아무거나 다른 분야\n"
         "- back: 처음 고른 카테고리로 돌아가기\n- off_topic: 친환경 챌린지와 무관한 질문\n"
         "- nonsense: 의미 없는 입력"
     )
@@ -276,6 +283,8 @@ def llm_router(url: str, model: str | None) -> Callable[[Turn_, np.ndarray], Int
         )
         timings.append(time.perf_counter() - started)
         label = response.json()["choices"][0]["message"]["content"].strip()
+        if label in ("more", "among") and not state.turns:
+            return Intent(IntentKind.ASK)  # nothing shown yet, as the classifier reads it
         if label.startswith("switch:"):
             category = Category[label.split(":", 1)[1]]
             if category is state.category:
