@@ -53,12 +53,31 @@ Deliberate choices (they may look like bugs; they are not):
   stops the display for the rest of the stream; ``finish()`` says where it was.
 * The input is a ``str`` as an SSE/JSON client decodes it; lone surrogates can only arise from
   ``\\u`` escapes, and those are the ones handled.
+
+What a reader should meet, when the gateway asks for it (all off by default, so that the plain
+scrubber is exactly the SPEC's display):
+
+* ``whole_titles``: a challenge's title is shown once it is complete, and a challenge whose title
+  repeats one shown earlier in the answer is dropped whole (never shown, not in the answer),
+  unless part of it was shown already (a description written before its title).
+* ``catalogue`` (title -> description; implies ``whole_titles``): the model picks titles and the
+  catalogue says the rest. A complete title is shown with its catalogue description right after
+  it, exactly as the catalogue has it; the model's own description, if it writes one, is neither
+  shown nor kept; a title the catalogue does not hold drops its challenge.
+* ``recommend``: the recommend is the gateway's own text, which the caller shows before the first
+  feed: it is the answer's recommend and the first block of the layout, and a recommend the
+  model writes anyway is neither shown nor kept.
+* ``bounds`` (key -> the value's ``maxLength``): within ``BOUND_MARGIN`` characters of its bound
+  a value is shown a sentence at a time, and a value that reaches its bound (the grammar cut it)
+  ends at its last sentence end. So a length bound never leaves a word cut in half on screen,
+  while a value of usual length streams as it arrives.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -66,7 +85,7 @@ from pydantic import ValidationError
 
 from app.llm.schema import DISPLAY_KEYS, Answer
 
-__all__ = ["AnswerScrubber", "ScrubResult"]
+__all__ = ["BOUND_MARGIN", "AnswerScrubber", "ScrubResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +130,18 @@ _OTHER: Final = 3
 
 _RECOMMEND: Final = DISPLAY_KEYS[0]
 _ITEM_KEYS: Final = frozenset(DISPLAY_KEYS[1:])
+_TITLE: Final = DISPLAY_KEYS[1]
+_DESCRIPTION: Final = DISPLAY_KEYS[2]
+
+# How a value is shown (``_show``).
+_HIDDEN: Final = 0
+_SHOWN: Final = 1  # as it arrives
+_BOUNDED: Final = 2  # as it arrives while far from its bound, then a sentence at a time
+_HELD: Final = 3  # a title, shown once complete
+
+#: Characters before its bound from which a value is shown a sentence at a time.
+BOUND_MARGIN: Final = 60
+_SENTENCE_ENDS: Final = re.compile(r"[.!?…]+")
 _CHALLENGES_KEY: Final = "challenges"
 
 _REPLACEMENT: Final = "\ufffd"
@@ -167,9 +198,14 @@ class AnswerScrubber:
 
     __slots__ = (
         "_blocks",
+        "_bound",
+        "_bounds",
+        "_catalogue",
+        "_dropped",
         "_error",
         "_esc",
         "_fields",
+        "_given_recommend",
         "_held_ws",
         "_high",
         "_is_key",
@@ -178,6 +214,7 @@ class AnswerScrubber:
         "_parts",
         "_prose_parts",
         "_prose_started",
+        "_released",
         "_roles",
         "_root",
         "_scalar",
@@ -186,14 +223,32 @@ class AnswerScrubber:
         "_state",
         "_tagbuf",
         "_ticks",
+        "_titles",
+        "_whole_titles",
     )
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        catalogue: Mapping[str, str] | None = None,
+        whole_titles: bool = False,
+        recommend: str | None = None,
+        bounds: Mapping[str, int] | None = None,
+    ) -> None:
+        # what a reader should meet (module docstring)
+        self._catalogue = catalogue
+        self._whole_titles = whole_titles or catalogue is not None
+        self._bounds = dict(bounds or {})
+        self._titles: set[str] = set()  # titles shown in this answer
+        self._dropped = False  # the current challenge is dropped
+        self._bound = 0  # the current value's bound (_BOUNDED)
+        self._released = 0  # characters of the current value shown so far (_BOUNDED)
+        self._given_recommend = recommend is not None
         self._state: int = _PRE
         self._offset = 0  # characters fed before the current feed (for error positions)
         # strings
         self._parts: list[str] = []  # decoded pieces of the current string
-        self._show = False  # the current string is display text
+        self._show = _HIDDEN  # how the current string is shown
         self._is_key = False
         self._esc = ""  # characters after the backslash of a pending escape
         self._high = 0  # a high surrogate waiting for its low half
@@ -203,8 +258,10 @@ class AnswerScrubber:
         self._stack: list[dict[str, Any] | list[Any]] = []
         self._roles: list[int] = []
         self._key = ""  # the last key read (the slot of the next value in an object)
+        if recommend is not None:
+            self._root[_RECOMMEND] = recommend
         # layout
-        self._blocks = 0  # blocks started so far
+        self._blocks = 0 if recommend is None else 1  # blocks started so far
         self._fields = 0  # fields shown so far in the current challenge
         # prose
         self._ticks = 0  # backticks held (a possible fence)
@@ -218,7 +275,13 @@ class AnswerScrubber:
 
     def feed(self, text: str) -> str:
         """Read the next piece of model output; return the display text now certain."""
-        if self._state == _STR and not self._high and '"' not in text and "\\" not in text:
+        if (
+            self._state == _STR
+            and self._show <= _SHOWN
+            and not self._high
+            and '"' not in text
+            and "\\" not in text
+        ):
             # The common case: more characters of a string, nothing to decode.
             self._offset += len(text)
             self._parts.append(text)
@@ -257,7 +320,7 @@ class AnswerScrubber:
         elif state == _STR or state == _ESC:
             self._drop_pending_high(tail)
             if self._show and self._roles[-1:] == [_ROOT] and self._key == _RECOMMEND:
-                self._root[_RECOMMEND] = "".join(self._parts)  # cut here: partial() keeps it
+                self._root[_RECOMMEND] = self._shown_value()  # cut here: partial() keeps it
         prose = "".join(self._prose_parts)
         answer: Answer | None = None
         error: str | None = None
@@ -299,7 +362,7 @@ class AnswerScrubber:
             and self._key == _RECOMMEND
         )
         if reading_recommend:
-            recommend = "".join(self._parts)
+            recommend = self._shown_value()
         items = self._root.get(_CHALLENGES_KEY)
         complete = [
             {"title": item["title"], "description": item["description"]}
@@ -315,8 +378,71 @@ class AnswerScrubber:
 
     def _put(self, piece: str, out: list[str]) -> None:
         self._parts.append(piece)
-        if self._show:
+        if self._show == _SHOWN:
             out.append(piece)
+        elif self._show == _BOUNDED:
+            self._release(out)
+
+    def _shown_value(self) -> str:
+        """What the reader has seen of the current value."""
+        value = "".join(self._parts)
+        return value[: self._released] if self._show == _BOUNDED else value
+
+    def _release(self, out: list[str]) -> None:
+        """Show what a bounded value may show now: all of it while it is far from its bound,
+        then up to its last sentence end."""
+        value = "".join(self._parts)
+        upto = len(value)
+        if upto > self._bound - BOUND_MARGIN:
+            upto = self._released
+            for end in _SENTENCE_ENDS.finditer(value, self._released):
+                upto = end.end()
+        if upto > self._released:
+            out.append(value[self._released : upto])
+            self._released = upto
+
+    def _bounded_value(self, value: str, out: list[str]) -> str:
+        """A bounded value is complete: show the rest, unless the bound cut it, in which case
+        it ends at its last sentence end (or where it was shown up to). Returns the value as
+        shown."""
+        keep = len(value)
+        if keep >= self._bound:
+            keep = self._released
+            for end in _SENTENCE_ENDS.finditer(value, self._released):
+                keep = end.end()
+        if keep > self._released:
+            out.append(value[self._released : keep])
+        return value[:keep]
+
+    def _title_done(self, title: str, out: list[str]) -> None:
+        """A held title is complete: show it (with its catalogue description), or drop its
+        challenge (a repeat, or a title the catalogue does not hold)."""
+        if self._dropped:
+            return
+        description = None if self._catalogue is None else self._catalogue.get(title)
+        unwanted = title in self._titles or (self._catalogue is not None and description is None)
+        if unwanted and not self._fields:
+            self._dropped = True
+            return
+        self._titles.add(title)
+        self._field_separator(out)
+        out.append(title)
+        item = self._stack[-1]
+        assert isinstance(item, dict)
+        item[_TITLE] = title
+        if description is not None:
+            out.append("\n" + description)
+            self._fields += 1
+            item[_DESCRIPTION] = description
+
+    def _field_separator(self, out: list[str]) -> None:
+        if self._fields:
+            out.append("\n")
+        else:
+            if self._blocks:
+                out.append("\n\n")
+            self._blocks += 1
+        self._fields += 1
 
     def _string(self, text: str, i: int, n: int, out: list[str]) -> int:
         """String contents, a slice at a time. In the usual layout the next string follows
@@ -337,8 +463,10 @@ class AnswerScrubber:
                     piece = self._decode(piece, j == n or text[j] == "\\")
                 if piece:
                     self._parts.append(piece)
-                    if self._show:
+                    if self._show == _SHOWN:
                         out.append(piece)
+                    elif self._show == _BOUNDED:
+                        self._release(out)
             if j == n:
                 return n
             if text[j] != '"':
@@ -356,7 +484,13 @@ class AnswerScrubber:
                     return j + 1
                 self._open_string(False, out)
             else:
-                self._attach(value)
+                show = self._show
+                if show == _HELD:
+                    self._title_done(value, out)
+                else:
+                    if show == _BOUNDED:
+                        value = self._bounded_value(value, out)
+                    self._attach(value)
                 match = _COMMA_QUOTE.match(text, j + 1)
                 if match is None or not isinstance(self._stack[-1], dict):
                     self._state = _AFTER
@@ -435,34 +569,47 @@ class AnswerScrubber:
             self._put(chr(cp), out)
 
     def _open_string(self, is_key: bool, out: list[str]) -> None:
-        show = False
+        show = _HIDDEN
         if not is_key:
             role = self._roles[-1]
+            key = self._key
             if role == _ROOT:
-                if self._key == _RECOMMEND:
-                    show = True
+                if key == _RECOMMEND and not self._given_recommend:
+                    show = self._shown_as(key)
                     if self._blocks:
                         out.append("\n\n")
                     self._blocks += 1
-            elif role == _ITEM and self._key in _ITEM_KEYS:
-                show = True
-                if self._fields:
-                    out.append("\n")
+            elif role == _ITEM and key in _ITEM_KEYS and not self._dropped:
+                if key == _TITLE and self._whole_titles:
+                    show = _HELD
+                elif key == _DESCRIPTION and self._catalogue is not None:
+                    show = _HIDDEN  # the catalogue's description is shown instead
                 else:
-                    if self._blocks:
-                        out.append("\n\n")
-                    self._blocks += 1
-                self._fields += 1
+                    show = self._shown_as(key)
+                    self._field_separator(out)
         self._show = show
         self._is_key = is_key
         self._parts = []
         self._state = _STR
+
+    def _shown_as(self, key: str) -> int:
+        bound = self._bounds.get(key)
+        if bound is None:
+            return _SHOWN
+        self._bound = bound
+        self._released = 0
+        return _BOUNDED
 
     # --------------------------------------------------------------- structure
 
     def _attach(self, value: Any) -> None:
         top = self._stack[-1]
         if isinstance(top, dict):
+            key, role = self._key, self._roles[-1]
+            if (key == _DESCRIPTION and role == _ITEM and self._catalogue is not None) or (
+                key == _RECOMMEND and role == _ROOT and self._given_recommend
+            ):
+                return  # the catalogue's description, or the gateway's recommend, stands
             top[self._key] = value
         else:
             top.append(value)
@@ -476,13 +623,18 @@ class AnswerScrubber:
         elif parent_role == _CHALLENGES:
             role = _ITEM
             self._fields = 0
+            self._dropped = False
         self._attach(container)
         self._stack.append(container)
         self._roles.append(role)
 
     def _close_container(self) -> None:
         self._stack.pop()
-        self._roles.pop()
+        if self._roles.pop() == _ITEM and self._dropped:
+            parent = self._stack[-1]
+            assert isinstance(parent, list)
+            parent.pop()  # the dropped challenge is not part of the answer
+            self._dropped = False
         self._state = _AFTER if self._stack else _POST
 
     def _fail(self, i: int, c: str, expected: str) -> int:
@@ -644,6 +796,8 @@ class AnswerScrubber:
         else:
             shown = core.lstrip()
             self._prose_started = True
+            if self._blocks:  # after the gateway's recommend
+                out.append("\n\n")
             self._blocks += 1
         self._held_ws = piece[len(core) :]
         out.append(shown)

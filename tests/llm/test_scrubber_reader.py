@@ -1,0 +1,158 @@
+"""AnswerScrubber's reader options: whole titles without repeats, catalogue descriptions, and
+values that a length bound never leaves cut mid-word, under every split of the stream."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from app.llm.schema import Answer
+from app.llm.scrubber import BOUND_MARGIN, AnswerScrubber, ScrubResult
+
+CATALOGUE = {
+    "텀블러로 음료 마시기": "카페에서 일회용 컵 대신 개인 텀블러를 건네 보세요. 한 해 수백 개의 컵이 줄어요.",
+    "장바구니 들고 장보기": "마트에 갈 때 접이식 장바구니를 챙겨 보세요.",
+    "리필스테이션 이용하기": "다 쓴 세제 통을 씻어 필요한 만큼만 채워 오세요.",
+}
+T1, T2, T3 = CATALOGUE
+
+
+def scrub(chunks: Iterable[str], **options: object) -> tuple[list[str], ScrubResult]:
+    scrubber = AnswerScrubber(**options)  # type: ignore[arg-type]
+    outputs = [scrubber.feed(chunk) for chunk in chunks]
+    result = scrubber.finish()
+    outputs.append(result.tail)
+    return outputs, result
+
+
+def every_split(doc: str) -> Iterable[list[str]]:
+    for k in range(len(doc) + 1):
+        yield [doc[:k], doc[k:]]
+
+
+def layout(answer: Answer) -> str:
+    return answer.recommend + "".join(
+        f"\n\n{item.title}\n{item.description}" for item in answer.challenges
+    )
+
+
+def picks(recommend: str, *titles: str, **extra: str) -> str:
+    return json.dumps(
+        {"recommend": recommend, "challenges": [{"title": t, **extra} for t in titles]},
+        ensure_ascii=False,
+    )
+
+
+def test_catalogue_descriptions_follow_their_titles_exactly() -> None:
+    doc = picks("사무실에서 바로 시작할 수 있어요.", T1, T2)
+    expected = (
+        f"사무실에서 바로 시작할 수 있어요.\n\n{T1}\n{CATALOGUE[T1]}\n\n{T2}\n{CATALOGUE[T2]}"
+    )
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, catalogue=CATALOGUE)
+        assert "".join(outputs) == expected, chunks
+        assert result.answer is not None and layout(result.answer) == expected
+
+
+def test_a_title_is_shown_only_once_complete() -> None:
+    doc = picks("좋아요.", T1)
+    scrubber = AnswerScrubber(catalogue=CATALOGUE)
+    cut = doc.index(T1) + 3  # inside the title
+    assert T1[:3] not in scrubber.feed(doc[:cut])
+    rest = scrubber.feed(doc[cut:])
+    assert rest.startswith(f"\n\n{T1}\n")
+
+
+def test_a_repeated_title_is_dropped_before_it_is_shown() -> None:
+    doc = picks("골라 봤어요.", T1, T2, T1)
+    expected = f"골라 봤어요.\n\n{T1}\n{CATALOGUE[T1]}\n\n{T2}\n{CATALOGUE[T2]}"
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, catalogue=CATALOGUE)
+        assert "".join(outputs) == expected, chunks
+        assert result.answer is not None
+        assert [c.title for c in result.answer.challenges] == [T1, T2]
+
+
+def test_a_title_the_catalogue_lacks_drops_its_challenge() -> None:
+    doc = picks("골라 봤어요.", "우주에서 텀블러 쓰기", T3)
+    outputs, result = scrub([doc], catalogue=CATALOGUE)
+    assert "".join(outputs) == f"골라 봤어요.\n\n{T3}\n{CATALOGUE[T3]}"
+    assert result.answer is not None and [c.title for c in result.answer.challenges] == [T3]
+
+
+def test_the_models_own_description_is_neither_shown_nor_kept_with_a_catalogue() -> None:
+    for description in ("모델이 베낀 헹꺼서 설명", None):
+        extra = {"description": description} if description else {}
+        doc = picks("골라 봤어요.", T1, **extra)
+        if description is None:  # a description before its title, and a non-string one
+            item = f'{{"description": null, "title": "{T1}"}}'
+            doc = f'{{"recommend": "골라 봤어요.", "challenges": [{item}]}}'
+        outputs, result = scrub([doc], catalogue=CATALOGUE)
+        assert "".join(outputs) == f"골라 봤어요.\n\n{T1}\n{CATALOGUE[T1]}"
+        assert result.answer is not None
+        assert result.answer.challenges[0].description == CATALOGUE[T1]
+
+
+def test_whole_titles_without_a_catalogue_keep_the_models_descriptions() -> None:
+    doc = json.dumps(
+        {
+            "recommend": "추천해요.",
+            "challenges": [
+                {"title": T1, "description": "첫 설명이에요."},
+                {"title": T1, "description": "반복된 설명이에요."},
+                {"title": T2, "description": "둘째 설명이에요."},
+            ],
+        },
+        ensure_ascii=False,
+    )
+    expected = f"추천해요.\n\n{T1}\n첫 설명이에요.\n\n{T2}\n둘째 설명이에요."
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, whole_titles=True)
+        assert "".join(outputs) == expected, chunks
+        assert result.answer is not None and layout(result.answer) == expected
+
+
+def test_partial_lists_catalogue_challenges_as_soon_as_their_title_is_complete() -> None:
+    scrubber = AnswerScrubber(catalogue=CATALOGUE)
+    doc = picks("골라 봤어요.", T1, T2)
+    scrubber.feed(doc[: doc.index(T2) + 2])  # inside the second title
+    partial = scrubber.partial()
+    assert partial.recommend == "골라 봤어요."
+    assert [(c.title, c.description) for c in partial.challenges] == [(T1, CATALOGUE[T1])]
+
+
+BOUND = 100
+
+
+def test_a_value_far_from_its_bound_streams_as_it_arrives() -> None:
+    short = "오늘부터 한 가지씩 해 봐요. 분명 달라질 거예요"
+    scrubber = AnswerScrubber(bounds={"recommend": BOUND})
+    shown = scrubber.feed('{"recommend": "' + short[:10])
+    assert shown == short[:10]
+    assert scrubber.feed(short[10:]) == short[10:]
+
+
+def test_a_value_cut_by_its_bound_ends_at_its_last_sentence_end() -> None:
+    first = "가" * (BOUND - BOUND_MARGIN - 5) + "요. "
+    second = "나" * 30 + "다. "
+    cut = ("다" * BOUND)[: BOUND - len(first) - len(second)]  # the grammar stopped it here
+    value = first + second + cut
+    assert len(value) == BOUND
+    doc = picks(value, T1)
+    expected = f"{(first + second).rstrip()}\n\n{T1}\n{CATALOGUE[T1]}"
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, catalogue=CATALOGUE, bounds={"recommend": BOUND})
+        assert "".join(outputs) == expected, chunks
+        assert result.answer is not None
+        assert result.answer.recommend == (first + second).rstrip()
+    # Near the bound nothing past the last sentence end is shown before the value ends.
+    scrubber = AnswerScrubber(bounds={"recommend": BOUND})
+    shown = scrubber.feed('{"recommend": "' + value)
+    assert shown == (first + second).rstrip()
+
+
+def test_a_value_that_ends_before_its_bound_is_shown_whole() -> None:
+    value = "가" * (BOUND - 10) + " 끝"
+    outputs, result = scrub([picks(value, T1)], catalogue=CATALOGUE, bounds={"recommend": BOUND})
+    assert "".join(outputs).startswith(value + "\n\n")
+    assert result.answer is not None and result.answer.recommend == value
