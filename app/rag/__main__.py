@@ -25,6 +25,7 @@ from app.rag.corpus import load_corpus
 from app.rag.embedder import load_embedder
 from app.rag.ingest import ingest
 from app.rag.retriever import HybridRetriever, SearchMode
+from app.rag.scope import Scope
 from app.rag.store_open import configured_store
 
 
@@ -81,7 +82,9 @@ def _search(args: argparse.Namespace) -> int:
             store, settings.qdrant_collection, embedder, mode=SearchMode(args.mode)
         )
         for query in _queries(args.query):
-            for rank, hit in enumerate(retriever.search(query, k=args.k, category=category), 1):
+            for rank, hit in enumerate(
+                retriever.search(query, k=args.k, scope=Scope(category=category)), 1
+            ):
                 doc = hit.document
                 if args.json:
                     line = {

@@ -6,7 +6,7 @@ the costly part of retrieval on a CPU, so :class:`CachedRetriever` keeps
 
 - the vector of each recent query text (least recently used first out; a text's vector never
   changes for one embedder), and
-- the hits of each recent ``(query, k, category)`` for ``ttl`` seconds, so that a store that
+- the hits of each recent ``(query, k, scope)`` for ``ttl`` seconds, so that a store that
   is re-ingested elsewhere (a Qdrant server) is seen again after at most ``ttl``.
 
 Concurrent misses on one key share one computation (``async-lru``): a burst of users asking
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from async_lru import alru_cache
 
-from app.domain.categories import Category
 from app.rag.embedder import Embedder
 from app.rag.retriever import EmbedderBusy, Hit, HybridRetriever, QueryVector, SearchMode
+from app.rag.scope import ANYWHERE, Scope
 
 __all__ = ["CachedRetriever"]
 
@@ -46,7 +46,7 @@ class CachedRetriever:
         query: str,
         *,
         k: int,
-        category: Category | None = None,
+        scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
         by_words: bool = False,
     ) -> list[Hit]:
@@ -54,12 +54,12 @@ class CachedRetriever:
         vector comes from the cache (it is the same one)."""
         if not by_words:
             try:
-                return list(await self._hits(query, k, category))
+                return list(await self._hits(query, k, scope))
             except EmbedderBusy:
                 pass
-        return await self._inner.retrieve(query, k=k, category=category, by_words=True)
+        return await self._inner.retrieve(query, k=k, scope=scope, by_words=True)
 
-    async def _search(self, query: str, k: int, category: Category | None) -> tuple[Hit, ...]:
+    async def _search(self, query: str, k: int, scope: Scope) -> tuple[Hit, ...]:
         vector = None if self._inner.mode is SearchMode.SPARSE else await self._vectors(query)
-        hits = await self._inner.retrieve(query, k=k, category=category, vector=vector)
+        hits = await self._inner.retrieve(query, k=k, scope=scope, vector=vector)
         return tuple(hits)

@@ -17,6 +17,7 @@ from pydantic import ConfigDict
 
 from app.domain.categories import Category
 from app.rag.retriever import Hit, HybridRetriever
+from app.rag.scope import Scope
 
 __all__ = ["ChallengeRetriever"]
 
@@ -50,11 +51,11 @@ class ChallengeRetriever(BaseRetriever):
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[LCDocument]:
-        hits = self.retriever.search(query, k=self.k, category=self.category)
+        hits = self.retriever.search(query, k=self.k, scope=Scope(category=self.category))
         return [_to_langchain(hit) for hit in hits]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
     ) -> list[LCDocument]:
-        hits = await self.retriever.retrieve(query, k=self.k, category=self.category)
+        hits = await self.retriever.retrieve(query, k=self.k, scope=Scope(category=self.category))
         return [_to_langchain(hit) for hit in hits]

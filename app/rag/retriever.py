@@ -1,8 +1,9 @@
 """Retrieval behind a small interface, and its implementation over the vector store.
 
 ``HybridRetriever`` embeds the query (dense) and encodes its lexical terms (sparse BM25),
-asks Qdrant for both candidate lists and fuses them with reciprocal rank fusion; the
-session's category, when known, filters the candidates. The order is the fused one; each
+asks Qdrant for both candidate lists and fuses them with reciprocal rank fusion; a
+:class:`~app.rag.scope.Scope` (the category, the user's situation, documents to keep or skip)
+filters the candidates. The order is the fused one; each
 hit's ``score`` is the dense cosine similarity, a closeness that means the same for every
 query (RRF scores are ranks). Embedding runs off the event loop; so does a search, unless the
 store runs it in place (the embedded engine: short, and holding the GIL anyway).
@@ -33,10 +34,19 @@ import numpy as np
 from app.domain.categories import Category
 from app.rag.corpus import Document
 from app.rag.embedder import Embedder, Vectors
+from app.rag.scope import ANYWHERE, Scope
 from app.rag.sparse import SparseEncoder
 from app.rag.store import SearchHit, VectorStore
 
-__all__ = ["EmbedderBusy", "Hit", "HybridRetriever", "QueryVector", "Retriever", "SearchMode"]
+__all__ = [
+    "EmbedderBusy",
+    "Hit",
+    "HybridRetriever",
+    "QueryVector",
+    "Retriever",
+    "Scope",
+    "SearchMode",
+]
 
 #: One L2-normalized query embedding, shape ``(dim,)``.
 QueryVector = Vectors
@@ -64,11 +74,11 @@ class Retriever(Protocol):
         query: str,
         *,
         k: int,
-        category: Category | None = None,
+        scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
         by_words: bool = False,
     ) -> list[Hit]:
-        """The ``k`` best documents for ``query``, within ``category`` when given; ``vector``
+        """The ``k`` best documents for ``query`` within ``scope``; ``vector``
         is the query's embedding when the caller already has it. ``by_words`` (a turn read
         without its embedding), or no vector with the embedding model busy: sparse-only."""
         ...
@@ -142,7 +152,7 @@ class HybridRetriever:
         query: str,
         *,
         k: int,
-        category: Category | None = None,
+        scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
         mode: SearchMode | None = None,
     ) -> list[Hit]:
@@ -160,7 +170,7 @@ class HybridRetriever:
             dense=vector,
             sparse=self._sparse.encode_query(query) if mode is not SearchMode.DENSE else None,
             limit=k,
-            category=category.code if category is not None else None,
+            scope=scope,
         )
         return [
             Hit(
@@ -217,7 +227,7 @@ class HybridRetriever:
         query: str,
         *,
         k: int,
-        category: Category | None = None,
+        scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
         by_words: bool = False,
     ) -> list[Hit]:
@@ -230,7 +240,7 @@ class HybridRetriever:
             except EmbedderBusy:
                 mode = SearchMode.SPARSE
         if self._store.searches_in_place:
-            return self.search(query, k=k, category=category, vector=vector, mode=mode)
+            return self.search(query, k=k, scope=scope, vector=vector, mode=mode)
         return await anyio.to_thread.run_sync(
-            lambda: self.search(query, k=k, category=category, vector=vector, mode=mode)
+            lambda: self.search(query, k=k, scope=scope, vector=vector, mode=mode)
         )

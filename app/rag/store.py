@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.rag.fusion import Scored, open_tie, rrf, settle
+from app.rag.scope import ANYWHERE, Scope
 from app.rag.sparse import SparseVector
 
 __all__ = [
@@ -125,9 +126,9 @@ class VectorStore(abc.ABC):
 
     @abc.abstractmethod
     def _nearest(
-        self, name: str, queries: Sequence[NearestQuery], limit: int, category: str | None
+        self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        """For each query, up to ``limit`` nearest points (within ``category``), best first."""
+        """For each query, up to ``limit`` nearest points within ``scope``, best first."""
 
     @abc.abstractmethod
     def _records(
@@ -142,11 +143,11 @@ class VectorStore(abc.ABC):
         dense: npt.NDArray[np.float32] | None,
         sparse: SparseVector | None,
         limit: int,
-        category: str | None = None,
+        scope: Scope = ANYWHERE,
         candidates: int = 30,
     ) -> list[SearchHit]:
         """Hybrid (both given: RRF over ``candidates`` of each), dense-only or sparse-only
-        search; hits carry their payload and dense vector."""
+        search within ``scope``; hits carry their payload and dense vector."""
         queries: list[NearestQuery] = []
         if dense is not None:
             queries.append((DENSE, dense))
@@ -158,10 +159,10 @@ class VectorStore(abc.ABC):
             return []
         keep = candidates if len(queries) == 2 else limit
         fetch = keep + _TIE_MARGIN
-        lists = self._nearest(name, queries, fetch, category)
+        lists = self._nearest(name, queries, fetch, scope)
         if any(open_tie(ranked, keep, fetch) for ranked in lists):
             fetch *= 4
-            lists = self._nearest(name, queries, fetch, category)
+            lists = self._nearest(name, queries, fetch, scope)
         if len(queries) == 2:
             dense_ids = settle(lists[0], keep)
             dense_rank = {point_id: rank for rank, point_id in enumerate(dense_ids)}

@@ -32,6 +32,7 @@ import numpy.typing as npt
 import qdrant_edge as qe
 
 from app.rag.fusion import Scored
+from app.rag.scope import Scope
 from app.rag.sparse import SparseVector
 from app.rag.store import (
     DENSE,
@@ -66,10 +67,24 @@ def _query_vector(vector: npt.NDArray[np.float32] | SparseVector) -> list[float]
     return values
 
 
-def _category_filter(category: str | None) -> qe.Filter | None:
-    if category is None:
+def _filter(scope: Scope) -> qe.Filter | None:
+    must: list[qe.ConditionType] = [
+        qe.FieldCondition(key=key, match=qe.MatchValue(value))
+        for key, value in (
+            ("category", scope.category.code if scope.category else None),
+            ("locations", scope.location),
+            ("work_types", scope.work_type),
+        )
+        if value is not None
+    ]
+    if scope.only:
+        must.append(qe.FieldCondition(key="doc_id", match=qe.MatchAny(sorted(scope.only))))
+    must_not: list[qe.ConditionType] = [
+        qe.FieldCondition(key="doc_id", match=qe.MatchAny(sorted(scope.exclude)))
+    ]
+    if not must and not scope.exclude:
         return None
-    return qe.Filter(must=[qe.FieldCondition(key="category", match=qe.MatchValue(category))])
+    return qe.Filter(must=must or None, must_not=must_not if scope.exclude else None)
 
 
 class EdgeStore(VectorStore):
@@ -215,9 +230,9 @@ class EdgeStore(VectorStore):
         return rebuilt
 
     def _nearest(
-        self, name: str, queries: Sequence[NearestQuery], limit: int, category: str | None
+        self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _category_filter(category)
+        condition = _filter(scope)
         batch = qe.QueryBatchRequest(
             [
                 qe.QueryRequest(

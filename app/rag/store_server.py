@@ -21,6 +21,7 @@ import numpy.typing as npt
 from qdrant_client import QdrantClient, models
 
 from app.rag.fusion import Scored
+from app.rag.scope import Scope
 from app.rag.sparse import SparseVector
 from app.rag.store import (
     DENSE,
@@ -56,12 +57,26 @@ def _query_vector(
     return values
 
 
-def _category_filter(category: str | None) -> models.Filter | None:
-    if category is None:
+def _filter(scope: Scope) -> models.Filter | None:
+    must: list[models.Condition] = [
+        models.FieldCondition(key=key, match=models.MatchValue(value=value))
+        for key, value in (
+            ("category", scope.category.code if scope.category else None),
+            ("locations", scope.location),
+            ("work_types", scope.work_type),
+        )
+        if value is not None
+    ]
+    if scope.only:
+        must.append(
+            models.FieldCondition(key="doc_id", match=models.MatchAny(any=sorted(scope.only)))
+        )
+    if not must and not scope.exclude:
         return None
-    return models.Filter(
-        must=[models.FieldCondition(key="category", match=models.MatchValue(value=category))]
-    )
+    must_not: list[models.Condition] = [
+        models.FieldCondition(key="doc_id", match=models.MatchAny(any=sorted(scope.exclude)))
+    ]
+    return models.Filter(must=must or None, must_not=must_not if scope.exclude else None)
 
 
 class ServerStore(VectorStore):
@@ -152,9 +167,9 @@ class ServerStore(VectorStore):
         return False  # the server builds its indexes in the background
 
     def _nearest(
-        self, name: str, queries: Sequence[NearestQuery], limit: int, category: str | None
+        self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _category_filter(category)
+        condition = _filter(scope)
         requests = [
             models.QueryRequest(
                 query=_query_vector(vector),

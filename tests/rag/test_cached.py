@@ -15,6 +15,7 @@ from app.config import Settings
 from app.domain.categories import Category
 from app.rag.cached import CachedRetriever
 from app.rag.retriever import HybridRetriever
+from app.rag.scope import Scope
 from app.rag.startup import open_retriever
 
 pytestmark = pytest.mark.anyio
@@ -60,16 +61,16 @@ async def test_a_burst_of_one_question_costs_one_embedding_and_one_search(
     assert results == [[hit.document.id for hit in fresh]] * 20
 
 
-async def test_keys_are_the_query_k_and_category(
+async def test_keys_are_the_query_k_and_scope(
     counted: tuple[HybridRetriever, Counter[str]],
 ) -> None:
     inner, calls = counted
     cached = CachedRetriever(inner, size=16, ttl=60)
     query = "비건 사무직 도시"  # a base-info query: no vector from the caller
-    vegan = await cached.retrieve(query, k=3, category=Category.VEGAN)
+    vegan = await cached.retrieve(query, k=3, scope=Scope(category=Category.VEGAN))
     assert {hit.document.category for hit in vegan} == {Category.VEGAN}
-    await cached.retrieve(query, k=3, category=Category.VEGAN)
-    await cached.retrieve(query, k=2, category=Category.VEGAN)
+    await cached.retrieve(query, k=3, scope=Scope(category=Category.VEGAN))
+    await cached.retrieve(query, k=2, scope=Scope(category=Category.VEGAN))
     await cached.retrieve(query, k=3)
     assert calls == Counter(embed=1, search=3)
     vector = await cached.embed(query)

@@ -21,6 +21,7 @@ from app.rag.embedder import Embedder, load_embedder
 from app.rag.ingest import ingest
 from app.rag.langchain import ChallengeRetriever
 from app.rag.retriever import HybridRetriever, SearchMode
+from app.rag.scope import Scope
 from app.rag.store import StoreMismatch, StoreUnavailable, VectorStore
 from app.rag.store_edge import EdgeStore
 from app.rag.store_open import open_store
@@ -108,7 +109,7 @@ def test_collection_of_another_width_is_refused(any_store: VectorStore, tmp_path
 def _search_all(store: VectorStore, embedder: Embedder) -> list[list[str]]:
     retriever = HybridRetriever(store, COLLECTION, embedder)
     return [
-        [hit.document.id for hit in retriever.search(query, k=5, category=category)]
+        [hit.document.id for hit in retriever.search(query, k=5, scope=Scope(category=category))]
         for query in ("텀블러 챌린지", "해변 플로깅", "회사에서 할 수 있는 것")
         for category in (None, Category.PLOGGING)
     ]
@@ -194,7 +195,7 @@ def test_edge_and_server_paths_rank_alike(
         for store in (edge, server):
             retriever = HybridRetriever(store, COLLECTION, embedder, mode=mode)
             hits = [
-                retriever.search(query, k=10, category=category)
+                retriever.search(query, k=10, scope=Scope(category=category))
                 for query, maybe in _RANKING_QUERIES
                 for category in (None, maybe)
             ]
@@ -204,6 +205,44 @@ def test_edge_and_server_paths_rank_alike(
         assert scores[0] == pytest.approx(scores[1], abs=1e-5)  # cosine, float32 either way
         if mode is not SearchMode.SPARSE:  # lexical search finds only documents sharing a term
             assert all(len(ranking) == 10 for ranking in rankings[0])
+    finally:
+        edge.close()
+        server.close()
+
+
+@pytest.mark.parametrize("mode", list(SearchMode))
+def test_a_scope_keeps_what_fits_on_both_engines(
+    bundled: str, embedder: Embedder, mode: SearchMode
+) -> None:
+    docs = {d.id: d for d in load_corpus(CORPUS)}
+    server = _server_copy(bundled)
+    edge = open_store(url=None, path=bundled)
+    query = "사무실에서 전기 아끼는 챌린지"
+    try:
+        found = []
+        for store in (edge, server):
+            retriever = HybridRetriever(store, COLLECTION, embedder, mode=mode)
+            fits = Scope(category=Category.ENERGY_SAVING, location="도시", work_type="사무직")
+            first = [h.document.id for h in retriever.search(query, k=5, scope=fits)]
+            assert first, "the sparse search finds them too"
+            for doc_id in first:
+                doc = docs[doc_id]
+                assert doc.category is Category.ENERGY_SAVING
+                assert "도시" in doc.locations and "사무직" in doc.work_types
+            unseen = Scope(
+                category=Category.ENERGY_SAVING,
+                location="도시",
+                work_type="사무직",
+                exclude=frozenset(first),
+            )
+            more = [h.document.id for h in retriever.search(query, k=5, scope=unseen)]
+            assert more and not set(more) & set(first)
+            among = Scope(only=frozenset(first[:2]))
+            assert {h.document.id for h in retriever.search(query, k=5, scope=among)} == set(
+                first[:2]
+            )
+            found.append((first, more))
+        assert found[0] == found[1], "both engines filter and rank alike"
     finally:
         edge.close()
         server.close()
@@ -234,7 +273,9 @@ async def test_category_filter_scores_and_async_face(bundled: str, embedder: Emb
     store = open_store(url=None, path=bundled)
     try:
         retriever = HybridRetriever(store, COLLECTION, embedder)
-        hits = await retriever.retrieve("회사에서 할 수 있는 챌린지", k=5, category=Category.VEGAN)
+        hits = await retriever.retrieve(
+            "회사에서 할 수 있는 챌린지", k=5, scope=Scope(category=Category.VEGAN)
+        )
         assert len(hits) == 5 and {h.document.category for h in hits} == {Category.VEGAN}
         on_topic = (await retriever.retrieve("텀블러로 일회용 컵 줄이기", k=1))[0].score
         off_topic = (await retriever.retrieve("오늘 삼성전자 주가 어때?", k=1))[0].score
