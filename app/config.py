@@ -43,11 +43,21 @@ class Settings(BaseSettings):
     llm_top_p: float = Field(0.9, gt=0, le=1)
     llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
     llm_repetition_penalty: float = Field(1.05, gt=0)
-    llm_max_tokens: int = Field(768, ge=16)
+    # Tokens per answer; None: what the composition needs (app/chat/pipeline.py).
+    llm_max_tokens: int | None = Field(None, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
     # With structured output: challenge titles must be retrieved catalogue titles (enum), so
     # that every recommended challenge is one the catalogue (and the backend) knows.
     llm_grounded_titles: bool = True
+
+    # --- the answer (app/llm/schema.py) ---
+    # What the model writes (app/llm/schema.py): titles = it chooses the challenges, the
+    # recommend is the gateway's and each description the catalogue's, word for word;
+    # recommend = the recommend too; descriptions = each description too (a strong model).
+    answer_composition: Literal["titles", "recommend", "descriptions"] = "titles"
+    answer_challenges: int = Field(3, ge=1, le=3)  # challenges per answer (fewer when fewer fit)
+    # Worked examples in the prompt (app/chat/prompts.py).
+    prompt_examples: int = Field(1, ge=0, le=3)
 
     # --- retrieval ---
     qdrant_url: str | None = None  # a Qdrant server/cluster; None: the embedded store
@@ -74,7 +84,7 @@ class Settings(BaseSettings):
     embedding_confirm_max: int = Field(16, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
-    retrieval_k: int = Field(3, ge=0, le=20)
+    retrieval_k: int = Field(5, ge=0, le=20)  # candidates the model chooses among
     # Recent query vectors and search results kept (0: none), and how long results stay.
     retrieval_cache_size: int = Field(2048, ge=0)
     retrieval_cache_seconds: float = Field(600.0, gt=0)

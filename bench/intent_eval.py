@@ -7,7 +7,12 @@ confusion matrix, on-topic turns refused, and the time per decision.
 Designs, all over the same example bank (app/chat/data/intent_examples.jsonl) and the same
 embeddings (the default embedder, one vector per turn), all read against the session the same
 way (``IntentClassifier.decide``):
-- ``knn``: the gateway's classifier, nearest examples weighted by similarity;
+- ``knn``: nearest examples weighted by similarity;
+- ``knn+catalogue``: the gateway's classifier: ``knn``, with the categories of the message's
+  10 nearest catalogue documents as evidence of its category (``catalogue_evidence``,
+  ``CATALOGUE_WEIGHT``; the corpus is embedded into an in-memory store first, about a minute);
+- ``lexical+confirm+catalogue``: the gateway in a burst: ``lexical+confirm`` with the evidence
+  of a search by words alone;
 - ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
   vote over hashed word/bigram vectors (``app/rag/lexical.py``); its time includes encoding;
 - ``lexical+confirm``: what a burst does: the lexical reading, and for a turn it would refuse
@@ -45,7 +50,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.intent import Act, Intent, IntentClassifier, IntentKind, Intents  # noqa: E402
+from app.chat.intent import (  # noqa: E402
+    Act,
+    Evidence,
+    Intent,
+    IntentClassifier,
+    IntentKind,
+    Intents,
+    catalogue_evidence,
+)
 from app.chat.intent_bank import (  # noqa: E402
     BUNDLED_EXAMPLES,
     build_intents,
@@ -54,7 +67,11 @@ from app.chat.intent_bank import (  # noqa: E402
 )
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.domain.categories import Category  # noqa: E402
-from app.rag.embedder import load_embedder  # noqa: E402
+from app.rag.corpus import load_corpus  # noqa: E402
+from app.rag.embedder import Embedder, load_embedder  # noqa: E402
+from app.rag.ingest import ingest  # noqa: E402
+from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
+from app.rag.store_edge import EdgeStore  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "intent"
 RESULTS = ROOT / "bench" / "results" / "intent.json"
@@ -215,14 +232,35 @@ def evaluate(
     }
 
 
-def _confirmed(intents: Intents) -> Callable[[Turn_, np.ndarray], Intent]:
+def _catalogue(embedder: Embedder) -> Callable[[str, np.ndarray | None], Evidence | None]:
+    """What the gateway's catalogue says of a message's category: its 10 nearest documents
+    (by its embedding, or by its words alone when there is none)."""
+    store = EdgeStore(":memory:")
+    ingest(
+        store, "intent", embedder, load_corpus(ROOT / "app" / "rag" / "data" / "challenges.jsonl")
+    )
+    store.optimize("intent")
+    retriever = HybridRetriever(store, "intent", embedder)
+
+    def evidence(message: str, vector: np.ndarray | None) -> Evidence | None:
+        mode = SearchMode.SPARSE if vector is None else SearchMode.HYBRID
+        hits = retriever.search(message, k=10, vector=vector, mode=mode)
+        return catalogue_evidence([hit.document.category for hit in hits])
+
+    return evidence
+
+
+def _confirmed(
+    intents: Intents, evidence: Callable[[str, np.ndarray | None], Evidence | None] | None = None
+) -> Callable[[Turn_, np.ndarray], Intent]:
     """The lexical reading; an off-topic verdict decided again on the turn's embedding."""
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
-        intent = intents.decide(turn.message, None, turn.state)
+        seen = evidence(turn.message, None) if evidence else None
+        intent = intents.decide(turn.message, None, turn.state, evidence=seen)
         if Intents.needs_embedding(intent):
             decide.confirmations += 1  # type: ignore[attr-defined]
-            return intents.decide(turn.message, vector, turn.state)
+            return intents.decide(turn.message, vector, turn.state, evidence=seen)
         return intent
 
     decide.confirmations = 0  # type: ignore[attr-defined]
@@ -323,7 +361,7 @@ def _pairs(confusion: dict[str, int]) -> list[tuple[tuple[str, str], int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
-    parser.add_argument("--designs", default="knn,lexical,prototype,logreg")
+    parser.add_argument("--designs", default="knn,knn+catalogue,lexical,prototype,logreg")
     parser.add_argument("--llm-url", help="an OpenAI-compatible base URL: adds the llm design")
     parser.add_argument("--llm-model")
     parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES, help="the example bank")
@@ -336,7 +374,9 @@ def main() -> int:
     bank = example_vectors(embedder, examples, args.examples)
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     designs: dict[str, IntentClassifier] = {}
-    for name in args.designs.split(","):
+    wanted = args.designs.split(",")
+    evidence = _catalogue(embedder) if "knn+catalogue" in wanted else None
+    for name in wanted:
         if name == "knn":
             designs[name] = IntentClassifier(examples, bank)
         elif name == "prototype":
@@ -357,15 +397,22 @@ def main() -> int:
             name: (lambda c: lambda t, v: c.decide(t.message, v, t.state))(classifier)
             for name, classifier in designs.items()
         }
-        if "lexical" in args.designs.split(","):
+        if evidence is not None:
+            knn = IntentClassifier(examples, bank)
+            runs["knn+catalogue"] = lambda t, v, knn=knn: knn.decide(
+                t.message, v, t.state, evidence=evidence(t.message, v)
+            )
+        if "lexical" in wanted:
             intents = build_intents(embedder, args.examples)
             runs["lexical"] = (lambda i: lambda t, _: i.decide(t.message, None, t.state))(intents)
             runs["lexical+confirm"] = _confirmed(intents)
+            if evidence is not None:
+                runs["lexical+confirm+catalogue"] = _confirmed(intents, evidence)
         if args.llm_url:
             runs["llm"] = llm_router(args.llm_url, args.llm_model)
         for name, decide in runs.items():
             result = {"split": split, **evaluate(name, decide, turns, vectors)}
-            if name == "lexical+confirm":
+            if name.startswith("lexical+confirm"):
                 result["confirmations"] = decide.confirmations  # type: ignore[attr-defined]
             if name == "llm":
                 ms = np.array(decide.timings) * 1000  # type: ignore[attr-defined]

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import harness as h
 
-from app.chat.prompts import base_info_messages
+from app.chat.prompts import PromptInput, answer_messages
 from app.config import Settings
 from app.domain.categories import Category
 from app.llm.client import chat_payload
@@ -64,13 +64,15 @@ GATEWAY_ENV = {
 
 
 def direct_payload() -> dict[str, Any]:
-    """What the gateway sends for the bench's base-info request."""
-    messages = base_info_messages(
+    """What the gateway sends for the bench's base-info request (no retrieval in the bench's
+    gateway: no candidates, so the model writes the whole answer)."""
+    prompt = PromptInput(
+        category=Category.PLOGGING,
+        candidates=(),
         location=h.BASE_INFO_QUERY["location"],
         work_type=h.BASE_INFO_QUERY["workType"],
-        category=Category.PLOGGING,
-        hits=[],
     )
+    messages = answer_messages(prompt, "descriptions")
     return chat_payload(Settings(), SERVED_MODEL_NAME, messages)
 
 

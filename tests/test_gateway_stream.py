@@ -58,11 +58,13 @@ async def test_base_info_streams_display_text_then_close(
     assert body["response_format"]["type"] == "json_schema"
     prompt = json.dumps(body["messages"], ensure_ascii=False)
     assert "바닷가" in prompt and "현장직" in prompt and "플로깅" in prompt
-    # Grounded titles (the default): the schema, with each title one of the retrieved ones.
+    # Grounded titles (the default): the schema, with each title one of the candidates (the
+    # model writes the descriptions in this gateway: ANSWER_COMPOSITION=descriptions).
     schema = body["response_format"]["json_schema"]["schema"]
     titles = schema["$defs"]["ChallengeItem"]["properties"]["title"]["enum"]
-    assert schema == answer_schema(titles) != ANSWER_JSON_SCHEMA
-    assert len(titles) == 3 and all(title in prompt for title in titles)
+    expected = answer_schema(titles, composition="descriptions", min_items=3)
+    assert schema == expected != ANSWER_JSON_SCHEMA
+    assert len(titles) == 5 and all(title in prompt for title in titles)
     assert request["headers"]["x-request-id"] == result.headers["x-request-id"]
 
 
@@ -152,7 +154,7 @@ async def test_free_text_conversation_switches_categories(
     assert vegan.text == expected_display_text()
     assert category_of(vegan) == "VEGAN"
 
-    other = await read_stream(client, FREE, {"sessionId": sid, "message": "다른 거"})
+    other = await read_stream(client, FREE, {"sessionId": sid, "message": "아예 다른 분야로"})
     assert category_of(other) != "VEGAN"
 
     back = await read_stream(client, FREE, {"sessionId": sid, "message": "처음 카테고리로"})
@@ -168,7 +170,7 @@ async def test_free_text_conversation_switches_categories(
     last_messages = scripted.chat_requests[-1]["body"]["messages"]
     texts = " ".join(m["content"] for m in last_messages)
     assert "처음 카테고리로" in texts and "카테고리: 플로깅" in texts
-    assert "다른 거" not in texts and "비건 챌린지 알려줘" not in texts
+    assert "다른 분야" not in texts and "비건 챌린지 알려줘" not in texts
     assert any(m["role"] == "assistant" for m in last_messages)
 
 

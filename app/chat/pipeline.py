@@ -1,11 +1,16 @@
 """The use case: one recommendation, from validated input to a stream of events.
 
-    validate -> session -> embed -> intent -> retrieve -> prompt -> upstream stream -> scrubber
-    -> events
+    plan:     validate -> session -> embed -> intent -> category -> candidates -> prompt
+    admit:    capacity (MAX_CONCURRENT_GENERATIONS) and the session's own slots
+    generate: upstream stream -> scrubber -> guard -> events (app/chat/generation.py)
 
 A free-text turn is embedded once: the intent step and retrieval read the same vector. When the
 embedding model's queue is long, the turn is read by its words instead (lexical intent,
 sparse-only search) rather than wait behind it.
+
+The candidates are the catalogue challenges the model chooses among: in the answer's category,
+fitting the user's situation (base-info's location and work type), not shown before in the
+session ("다른 거", "더 쉬운 거"), or exactly the ones just shown ("그 중에 …").
 
 Both entry points are async generators of ``StreamEvent``: any number of ``Delta``, then
 exactly one ``Done`` or ``Failed``, then nothing. Input errors are the first and only event,
@@ -18,37 +23,32 @@ import logging
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 
-from app.chat.intent import Intent, IntentKind, Intents, normalize_message
-from app.chat.prompts import base_info_messages, free_text_messages
-from app.chat.sessions import SessionState, SessionStore, Turn
+from app.chat.generation import generate
+from app.chat.intent import (
+    Evidence,
+    Intent,
+    IntentKind,
+    Intents,
+    catalogue_evidence,
+    normalize_message,
+)
+from app.chat.plan import TurnPlan
+from app.chat.prompts import PromptInput, answer_messages
+from app.chat.recommend import Opening, compose_recommend
+from app.chat.sessions import SessionState, SessionStore
 from app.chat.slots import SessionSlots
 from app.config import Settings
 from app.domain.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
-from app.domain.errors import (
-    BadInput,
-    GatewayError,
-    InternalFailure,
-    InvalidValue,
-    Overloaded,
-    UpstreamFailed,
-)
+from app.domain.errors import BadInput, InvalidValue, Overloaded
 from app.domain.events import Delta, Done, Failed, StreamEvent
-from app.llm.client import ChatMessage, LLMClient
-from app.llm.repetition import RepetitionGuard, sentences
-from app.llm.schema import (
-    DESCRIPTION_MAX_CHARS,
-    MAX_CHALLENGES,
-    Answer,
-    ChallengeItem,
-    answer_schema,
-)
-from app.llm.scrubber import AnswerScrubber
+from app.llm.client import LLMClient
+from app.llm.schema import Answer
 from app.metrics import Metrics
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
+from app.rag.scope import ANYWHERE, Scope
 
 __all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
 
@@ -61,7 +61,31 @@ OFF_TOPIC_REPLY = (
     "'사무실에서 할 수 있는 챌린지 추천해 줘'처럼 물어봐 주세요."
 )
 _FALLBACK_CATEGORY = Category.ZERO_WASTE
-_SALVAGE_RECOMMEND = "상황에 맞는 챌린지를 골라 봤어요."
+#: Nearest catalogue documents whose categories are evidence of a message's category
+#: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
+_EVIDENCE_K = 10
+#: Tokens each composition needs at most: three titles of up to about 30 tokens in JSON; plus a
+#: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
+#: plus three descriptions.
+_MAX_TOKENS = {"titles": 128, "recommend": 320, "descriptions": 768}
+#: What the gateway's recommend says the turn did, by what the message asked for.
+_OPENING_KIND = {
+    IntentKind.SWITCH: "switch",
+    IntentKind.ANOTHER: "another",
+    IntentKind.BACK_TO_BASE: "back",
+    IntentKind.MORE: "more",
+    IntentKind.AMONG: "among",
+    IntentKind.ASK: "ask",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Query:
+    """What a search looks for: the turn's words, and its embedding when it has one."""
+
+    text: str
+    vector: QueryVector | None = None
+    by_words: bool = False  # read without its embedding (a burst): sparse-only search
 
 
 class RecommendationService:
@@ -83,6 +107,7 @@ class RecommendationService:
         self._metrics = metrics or Metrics()
         self._generating = 0  # one event loop: a plain counter is exact
         self._session_slots = SessionSlots(settings.session_max_concurrent)
+        self._max_tokens = settings.llm_max_tokens or _MAX_TOKENS[settings.answer_composition]
 
     # ------------------------------------------------------------------ base-info
     async def base_info(
@@ -121,15 +146,21 @@ class RecommendationService:
             yield busy
             return
 
-        hits = await self._retrieve(f"{chosen.label} {place} {work}", chosen)
-        await self._sessions.record(
+        state = await self._sessions.record(
             session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
-        messages = base_info_messages(location=place, work_type=work, category=chosen, hits=hits)
-        user_text = f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}"
-        async for event in self._generate(
-            session_id, messages, chosen, hits, user_text, request_id, started
-        ):
+        query = _Query(f"{chosen.label} {place} {work}")
+        _, candidates = await self._fitting(query, chosen, state, more=False)
+        prompt = PromptInput(category=chosen, candidates=candidates, location=place, work_type=work)
+        plan = self._plan(
+            session_id,
+            request_id,
+            started,
+            prompt,
+            Opening(chosen, "first", place, work, turn=len(state.turns)),
+            user_text=f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}",
+        )
+        async for event in self._admit_and_generate(plan):
             yield event
 
     # ------------------------------------------------------------------ free-text
@@ -156,29 +187,18 @@ class RecommendationService:
             return
 
         state = await self._sessions.load(session_id)
-        try:
-            vector: QueryVector | None = await self._retriever.embed(text)
-        except EmbedderBusy:
-            vector = None  # read by its words: lexical intent, sparse-only search
-            self._metrics.lexical_turns.inc()
-        intent = self._intents.decide(text, vector, state)
-        by_words = vector is None
-        if by_words and Intents.needs_embedding(intent):
-            intent = await self._confirm_refusal(text, state, intent)
-        self._metrics.intents.labels(intent.kind.value).inc()
+        query, nearest, intent = await self._understand(text, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             async for event in _friendly_reply():
                 yield event
             return
-        category = _next_category(intent, state)
-        hits = await self._retrieve(text, category, vector, by_words=by_words)
-        if category is None:
-            # Nothing chosen yet: the closest document decides (the server's choice, not the model's).
-            category = hits[0].document.category if hits else _FALLBACK_CATEGORY
+        category, candidates = await self._choose(query, intent, state, nearest)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(session_id, category=category, base_category=began)
 
+        follow_up = intent.kind in (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
+        previous = _previous_exchange(state) if follow_up and category is state.category else None
         keep = self._settings.prompt_history_turns
         # The turns replayed are those of this category: answers about another one would be
         # copied by a small model. Turns stored without a category count as the current one's.
@@ -187,21 +207,56 @@ class RecommendationService:
             for turn in state.turns
             if turn.category is category or (turn.category is None and category is state.category)
         ]
-        history = mine[-keep:] if keep else ()
-        messages = free_text_messages(
-            message=text,
+        prompt = PromptInput(
             category=category,
-            history=history,
-            hits=hits,
+            candidates=candidates,
+            message=text,
             location=state.location,
             work_type=state.work_type,
+            previous=previous,
+            history=mine[-keep:] if keep else (),
         )
-        async for event in self._generate(
-            session_id, messages, category, hits, text, request_id, started
-        ):
+        among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
+        kind = _OPENING_KIND.get(intent.kind, "ask") if state.turns else "first"
+        if intent.kind is IntentKind.AMONG and not among:
+            kind = "ask"
+        opening = Opening(
+            category,
+            kind,
+            state.location,
+            state.work_type,
+            turn=len(state.turns),
+            previous_category=state.category,
+        )
+        plan = self._plan(
+            session_id, request_id, started, prompt, opening, user_text=text, among=among
+        )
+        async for event in self._admit_and_generate(plan):
             yield event
 
-    async def _confirm_refusal(self, text: str, state: SessionState, intent: Intent) -> Intent:
+    async def _understand(
+        self, text: str, state: SessionState
+    ) -> tuple[_Query, tuple[Hit, ...], Intent]:
+        """The turn as a search query (its embedding, or its words alone in a burst), its
+        nearest catalogue documents, and what it asks for: the examples' reading, with those
+        documents' categories as evidence of the category it is about."""
+        try:
+            vector: QueryVector | None = await self._retriever.embed(text)
+        except EmbedderBusy:
+            vector = None  # read by its words: lexical intent, sparse-only search
+            self._metrics.lexical_turns.inc()
+        query = _Query(text, vector, by_words=vector is None)
+        nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
+        evidence = catalogue_evidence([hit.document.category for hit in nearest])
+        intent = self._intents.decide(text, vector, state, evidence=evidence)
+        if vector is None and Intents.needs_embedding(intent):
+            intent = await self._confirm_refusal(text, state, intent, evidence)
+        self._metrics.intents.labels(intent.kind.value).inc()
+        return query, nearest, intent
+
+    async def _confirm_refusal(
+        self, text: str, state: SessionState, intent: Intent, evidence: Evidence | None
+    ) -> Intent:
         """An off-topic verdict read by words alone, decided again on the turn's embedding
         (waited for, burst or not): the lexical reading refuses some plain questions ("전기
         아끼는 법 알려줘"), and a refused user is worse off than a burst a little slower. The
@@ -211,36 +266,99 @@ class RecommendationService:
         except EmbedderBusy:
             self._metrics.lexical_refusals.labels("unconfirmed").inc()
             return intent
-        decided = self._intents.decide(text, vector, state)
+        decided = self._intents.decide(text, vector, state, evidence=evidence)
         confirmed = decided.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE)
         self._metrics.lexical_refusals.labels("confirmed" if confirmed else "overturned").inc()
         return decided
 
-    async def _retrieve(
-        self,
-        query: str,
-        category: Category | None,
-        vector: QueryVector | None = None,
-        *,
-        by_words: bool = False,
-    ) -> list[Hit]:
-        """Context for the prompt (by its words alone for a turn read without its embedding).
-        A failing vector store degrades the answer (no context) instead of failing it: the
-        model can still recommend, and /ready reports the store."""
+    # ------------------------------------------------------------------ candidates
+    async def _choose(
+        self, query: _Query, intent: Intent, state: SessionState, nearest: tuple[Hit, ...]
+    ) -> tuple[Category, tuple[Hit, ...]]:
+        """The answer's category and the challenges the model chooses among."""
+        kind = intent.kind
+        if kind is IntentKind.AMONG and state.last_shown:
+            last = state.last_shown
+            among = await self._search(query, Scope(only=frozenset(last)), k=len(last))
+            if among:
+                return state.category or among[0].document.category, among
+        category = _next_category(intent, state)
+        if category is None:
+            # Nothing chosen yet: the closest document decides (the server's choice, not the
+            # model's).
+            category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
+        return await self._fitting(query, category, state, more=kind is IntentKind.MORE)
+
+    async def _fitting(
+        self, query: _Query, category: Category, state: SessionState, *, more: bool
+    ) -> tuple[Category, tuple[Hit, ...]]:
+        """The best candidates for the session's situation, searched scope after scope
+        (:func:`_scopes`) until one holds any. A scope without a category (``more``, when the
+        category has no fitting challenge left) moves the answer to its best hit's category."""
+        for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
+            hits = await self._search(query, scope)
+            if hits is None:  # the store failed: no use asking it again
+                break
+            if hits:
+                if scope.category is None:
+                    category = hits[0].document.category
+                    hits = tuple(h for h in hits if h.document.category is category)
+                return category, hits
+        return category, ()
+
+    async def _search(
+        self, query: _Query, scope: Scope, *, k: int | None = None
+    ) -> tuple[Hit, ...] | None:
+        """Search within ``scope`` (by its words alone for a turn read without its embedding).
+        A failing vector store (None) degrades the answer (no candidates: the model writes it
+        all) instead of failing it, and /ready reports the store."""
         with self._metrics.retrieval.time():
             try:
-                return await self._retriever.retrieve(
-                    query,
-                    k=self._settings.retrieval_k,
-                    category=category,
-                    vector=vector,
-                    by_words=by_words,
+                hits = await self._retriever.retrieve(
+                    query.text,
+                    k=k or self._settings.retrieval_k,
+                    scope=scope,
+                    vector=query.vector,
+                    by_words=query.by_words,
                 )
             except Exception:
-                log.warning("retrieval failed; answering without context", exc_info=True)
-                return []
+                log.warning("retrieval failed; answering without candidates", exc_info=True)
+                return None
+        return tuple(hits)
 
-    # ------------------------------------------------------------------ generation
+    # ------------------------------------------------------------------ plan, admit, generate
+    def _plan(
+        self,
+        session_id: str,
+        request_id: str | None,
+        started: float,
+        prompt: PromptInput,
+        opening: Opening,
+        *,
+        user_text: str,
+        among: bool = False,
+    ) -> TurnPlan:
+        settings = self._settings
+        # Without candidates (the vector store failed) there is nothing to choose among: the
+        # model writes the whole answer.
+        composition = settings.answer_composition if prompt.candidates else "descriptions"
+        picks = settings.answer_challenges
+        recommend = compose_recommend(opening) if composition == "titles" else None
+        return TurnPlan(
+            session_id=session_id,
+            request_id=request_id,
+            started=started,
+            category=prompt.category,
+            candidates=tuple(prompt.candidates),
+            messages=tuple(answer_messages(prompt, composition, examples=settings.prompt_examples)),
+            composition=composition,
+            min_picks=1 if among else min(picks, len(prompt.candidates)) or 1,
+            max_picks=picks,
+            grounded=settings.llm_grounded_titles and bool(prompt.candidates),
+            user_text=user_text,
+            recommend=recommend,
+        )
+
     def _at_capacity(self) -> Failed | None:
         """The refusal past MAX_CONCURRENT_GENERATIONS, checked before retrieval too, so a
         refusal costs no embedding. Refuse at once rather than queue: open streams keep their
@@ -249,165 +367,70 @@ class RecommendationService:
             return None
         return Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
 
-    async def _generate(
-        self,
-        session_id: str,
-        messages: Sequence[ChatMessage],
-        category: Category,
-        hits: Sequence[Hit],
-        user_text: str,
-        request_id: str | None,
-        started: float,
-    ) -> AsyncIterator[StreamEvent]:
+    async def _admit_and_generate(self, plan: TurnPlan) -> AsyncIterator[StreamEvent]:
         if (busy := self._at_capacity()) is not None:  # again: retrieval took a while
             yield busy
             return
-        with self._session_slots.hold(session_id) as refusal:
+        with self._session_slots.hold(plan.session_id) as refusal:
             if refusal is not None:
                 yield Failed(refusal)
                 return
             self._generating += 1
             try:
-                async for event in self._generate_now(
-                    session_id, messages, category, hits, user_text, request_id, started
+                async for event in generate(
+                    plan,
+                    llm=self._llm,
+                    sessions=self._sessions,
+                    metrics=self._metrics,
+                    max_tokens=self._max_tokens,
                 ):
                     yield event
             finally:
                 self._generating -= 1
 
-    async def _generate_now(
-        self,
-        session_id: str,
-        messages: Sequence[ChatMessage],
-        category: Category,
-        hits: Sequence[Hit],
-        user_text: str,
-        request_id: str | None,
-        started: float,
-    ) -> AsyncIterator[StreamEvent]:
-        scrubber = AnswerScrubber()
-        guard = RepetitionGuard()
-        metrics = self._metrics
-        first_shown = False
-        last = None
-        titles = [hit.document.title for hit in hits] if self._settings.llm_grounded_titles else []
-        pieces = self._llm.stream_chat(
-            messages, request_id=request_id, schema=answer_schema(titles) if titles else None
-        )
-        try:
-            async with aclosing(pieces):
-                async for piece in pieces:
-                    now = time.monotonic()
-                    if last is not None:
-                        metrics.itl.observe(now - last)
-                    last = now
-                    metrics.tokens_out.inc()
-                    shown = guard.feed(scrubber.feed(piece))
-                    if shown:
-                        if not first_shown:
-                            first_shown = True
-                            metrics.ttft.observe(now - started)
-                        yield Delta(shown)
-                    if guard.looping:
-                        break  # closing the stream aborts the generation upstream
-            result = None if guard.looping else scrubber.finish()
-        except GatewayError as exc:
-            log.warning("upstream failed (%s): %s", exc.status, exc.detail)
-            yield Failed(exc)
-            return
-        except Exception:
-            log.exception("recommendation stream failed")
-            yield Failed(InternalFailure("unexpected error in the stream"))
-            return
 
-        if result is None or result.truncated:
-            # A loop, or an answer cut by max_tokens: close with what is complete, filled up
-            # with catalogue items, rather than end a long answer with an error.
-            reason = "loop" if result is None else "truncated"
-            metrics.answers_salvaged.labels(reason).inc()
-            log.warning("answer %s: closing with what is complete plus catalogue items", reason)
-            answer, added = _salvage(scrubber.partial(), hits, guard)
-            if added:
-                yield Delta(added)
-        else:
-            tail = guard.feed(result.tail) + guard.finish()
-            if tail:
-                yield Delta(tail)
-            read = result.answer
-            if read is None and result.prose.strip() and not result.json_started:
-                # The model ignored the format and wrote prose: it was shown, so it is the answer.
-                read = Answer(recommend=result.prose.strip(), challenges=[])
-            if read is None:
-                metrics.upstream_errors.labels("invalid_answer").inc()
-                log.warning("invalid answer from the model: %s", result.error)
-                yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
-                return
-            answer = read
-        await self._sessions.record(
-            session_id,
-            turn=Turn(user=user_text, assistant=answer.model_dump_json(), category=category),
-        )
-        yield Done(close_payload(answer, category))
+def _scopes(
+    category: Category,
+    location: str | None,
+    work_type: str | None,
+    shown: frozenset[str],
+    *,
+    more: bool,
+) -> Iterator[Scope]:
+    """Where to look for candidates, best first. Always first: in the category, fitting the
+    situation (base-info's location and work type, when given), not shown before. Then, for an
+    ordinary turn, shown before too, then fitting less of the situation. For "more" (SPEC: in
+    the current category while it has fitting ones left): the nearest other category's fitting
+    ones not shown, then fitting less, then anything."""
+    situated = bool(location and work_type)
+    tried: set[Scope] = set()
+    order = [Scope(category, location, work_type, exclude=shown)]
+    if more:
+        order.append(Scope(None, location, work_type, exclude=shown))
+    else:
+        order.append(Scope(category, location, work_type))
+    if situated:
+        order += [
+            Scope(category, work_type=work_type, exclude=shown),
+            Scope(category, location=location, exclude=shown),
+        ]
+    order += [Scope(category, exclude=shown), Scope(category)]
+    for scope in order:
+        if scope not in tried:
+            tried.add(scope)
+            yield scope
 
 
-def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
-    """The ``close`` data: the model's texts with the session's category, never the model's."""
-    return {
-        "recommend": answer.recommend,
-        "challenges": [
-            {
-                "title": item.title,
-                "description": item.description,
-                "category": category.code,
-                "label": category.label,
-            }
-            for item in answer.challenges
-        ],
-    }
-
-
-def _salvage(partial: Answer, hits: Sequence[Hit], guard: RepetitionGuard) -> tuple[Answer, str]:
-    """The answer to close an early-stopped stream with, and the display text it adds.
-
-    Keeps the recommend text without sentences past their second copy and the challenges
-    read whole, then fills up to three challenges with retrieved catalogue
-    items, which are shown before the ``close`` like any challenge. A catalogue item that
-    repeats a sentence the stream's ``guard`` has shown is passed over: the model often loops
-    on text it copied from that very item."""
-    recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
-    # The items as they were shown, repeats included: the close matches the display text.
-    items = list(partial.challenges[:MAX_CHALLENGES])
-    added: list[str] = []
-    for hit in hits:
-        if len(items) >= MAX_CHALLENGES:
-            break
-        title = hit.document.title
-        if any(item.title == title for item in items):
-            continue
-        description = _first_sentences(hit.document.body, DESCRIPTION_MAX_CHARS)
-        if any(guard.has_shown(sentence) for sentence in sentences(description)):
-            continue
-        items.append(ChallengeItem(title=title, description=description))
-        added.append(f"\n\n{title}\n{description}")
-    return Answer(recommend=recommend, challenges=items), "".join(added)
-
-
-def _without_repeats(text: str) -> str:
-    """``text`` with each sentence kept at most twice (what the guard let through)."""
-    guard = RepetitionGuard()
-    kept = guard.feed(text) + guard.finish()
-    return kept if kept.strip() else ""
-
-
-def _first_sentences(text: str, limit: int) -> str:
-    """Whole sentences from the start of ``text`` within ``limit`` characters (at least one,
-    cut at ``limit`` when the first is longer)."""
-    kept = ""
-    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-        if kept and len(kept) + 1 + len(sentence) > limit:
-            break
-        kept = f"{kept} {sentence}" if kept else sentence
-    return kept[:limit]
+def _previous_exchange(state: SessionState) -> tuple[str, list[str]] | None:
+    """The last turn's words and the titles it showed, for a follow-up's prompt."""
+    if not state.turns:
+        return None
+    last = state.turns[-1]
+    try:
+        answer = Answer.model_validate_json(last.assistant)
+    except ValueError:  # a turn stored by another release
+        return last.user, []
+    return last.user, [item.title for item in answer.challenges]
 
 
 async def _friendly_reply() -> AsyncIterator[StreamEvent]:

@@ -1,67 +1,150 @@
-"""Pure functions from what we know about a request to the chat messages sent upstream."""
+"""Pure functions from what we know about a turn to the chat messages sent upstream.
+
+The system prompt and the worked example come first and never change, so vLLM's prefix cache
+serves them to every request; what is particular to the turn (the user's situation, the
+category, the message, the candidate challenges) comes last, in one user message.
+
+By composition (``app/llm/schema.py``): ``titles`` asks for the chosen titles only and
+``recommend`` for a short recommend too (the catalogue supplies each description; the model
+sees the candidates' titles, not their text, so it has nothing to re-type); ``descriptions``
+asks for the descriptions too, with the candidates' catalogue text to write them from, and
+replays the conversation's earlier turns.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from app.chat.sessions import Turn
 from app.domain.categories import Category
 from app.llm.client import ChatMessage
+from app.llm.schema import Composition
 from app.rag.retriever import Hit
 
-__all__ = ["base_info_messages", "free_text_messages"]
+__all__ = ["PromptInput", "answer_messages"]
 
-_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 추천하는 도우미입니다.
+
+@dataclass(frozen=True, slots=True)
+class PromptInput:
+    category: Category
+    candidates: Sequence[Hit]
+    message: str | None = None  # None: a base-info turn (the situation is the question)
+    location: str | None = None
+    work_type: str | None = None
+    # The conversation's last exchange, for a follow-up: the user's words and the titles shown.
+    previous: tuple[str, Sequence[str]] | None = None
+    history: Sequence[Turn] = ()  # replayed in the model composition only
+
+
+_TITLES_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
+사용자의 말과 상황을 읽고, 후보 챌린지 가운데 사용자에게 가장 알맞은 것을 골라 JSON으로만 답하세요.
+- "challenges": 고른 챌린지마다 "title" 하나. 가장 알맞은 것부터, 후보 목록의 제목을 그대로 적고, 같은 챌린지를 두 번 고르지 않습니다."""
+
+_RECOMMEND_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
+사용자의 말과 상황을 읽고, 후보 챌린지 가운데 알맞은 것을 골라 JSON으로만 답하세요.
+- "recommend": 이 사용자에게 건네는 따뜻한 추천 한두 문장. 사용자의 말을 되풀이하지 말고, 사용자의 상황에서 고른 챌린지가 왜 좋은지 말합니다.
+- "challenges": 고른 챌린지마다 "title" 하나. 후보 목록의 제목을 그대로 적고, 같은 챌린지를 두 번 고르지 않습니다.
+- 자연스러운 한국어 존댓말로만 씁니다."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Example:
+    """A worked example for the prompt: a question in the turn's format, a good answer."""
+
+    question: str
+    titles: tuple[str, ...]
+    recommend: str
+
+
+#: Worked examples (the number sent is ``PROMPT_EXAMPLES``): a base-info-like situation, a
+#: first free-text turn, a follow-up. Their titles are made up, so that the model cannot take
+#: an example's choice for a catalogue answer.
+_EXAMPLES = (
+    _Example(
+        "상황: 사는 곳 도시, 일하는 방식 사무직\n카테고리: 제로웨이스트\n"
+        "사용자의 말: 회사에서 나오는 일회용 컵이 너무 많아요\n"
+        "후보: 개인 컵 책상에 두기 / 회의 때 다회용 컵 쓰기 / 장바구니 들고 장보기 / 배달 대신 포장하기",
+        ("개인 컵 책상에 두기", "회의 때 다회용 컵 쓰기", "배달 대신 포장하기"),
+        "매일 쓰는 컵만 바꿔도 사무실 쓰레기가 눈에 띄게 줄어요. 내일 출근하자마자 시작할 수 있는 "
+        "것들로 골랐어요.",
+    ),
+    _Example(
+        "카테고리: 비건\n사용자의 말: 고기를 줄이고 싶은데 뭐부터 하면 좋을까\n"
+        "후보: 월요일은 채식하기 / 두부 요리 배우기 / 비건 빵집 가기 / 채식 뷔페 가 보기",
+        ("월요일은 채식하기", "두부 요리 배우기", "채식 뷔페 가 보기"),
+        "처음에는 한 끼씩 바꾸는 게 오래가요. 부담 없이 일주일에 한 번부터 시작해 보세요.",
+    ),
+    _Example(
+        "상황: 사는 곳 바닷가, 일하는 방식 현장직\n카테고리: 플로깅\n"
+        "앞선 대화: 사용자 '플로깅 추천해 줘' → 보여 드린 챌린지: 해변 플로깅 / 방파제 쓰레기 줍기\n"
+        "사용자의 말: 더 쉬운 거 없어?\n"
+        "후보: 퇴근길 5분 줍기 / 작업장 주변 꽁초 줍기 / 등산로 쓰레기 줍기",
+        ("퇴근길 5분 줍기", "작업장 주변 꽁초 줍기"),
+        "따로 시간을 내지 않아도 되는 것들로 골랐어요. 일하는 곳과 오가는 길에서 바로 해 볼 수 "
+        "있어요.",
+    ),
+)
+
+_MODEL_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 추천하는 도우미입니다.
 반드시 JSON 객체 하나로만 답하세요. 다른 설명은 쓰지 마세요.
-- "recommend": 사용자의 상황에 맞춘 따뜻한 추천 인사 한두 문장
-- "challenges": 챌린지 정확히 3개의 배열. 각 항목은 "title"(짧은 챌린지 이름)과
-  "description"(무엇을 어떻게 하는지 한두 문장)만 가집니다.
-- 참고 자료가 있으면 그 내용을 바탕으로 하되 그대로 베끼지 말고 상황에 맞게 다듬으세요.
-- 모든 문장은 자연스러운 한국어 존댓말로 씁니다.
-- 이번 추천의 카테고리: {label}"""
+- "recommend": 사용자의 상황에 맞춘 따뜻한 추천 인사 한두 문장. 사용자의 말을 되풀이하지 않습니다.
+- "challenges": 챌린지 세 개까지의 배열. 각 항목은 "title"(후보가 있으면 후보의 제목 그대로)과
+  "description"(무엇을 어떻게 하는지 한두 문장)만 가집니다. 같은 챌린지를 두 번 쓰지 않습니다.
+- 후보 자료가 있으면 그 내용을 바탕으로 하되 그대로 베끼지 말고 상황에 맞게 다듬으세요.
+- 모든 문장은 자연스러운 한국어 존댓말로 씁니다."""
 
 
-def _system(category: Category | None) -> ChatMessage:
-    label = category.label if category is not None else "사용자의 질문에 맞는 분야"
-    return {"role": "system", "content": _SYSTEM.format(label=label)}
+def _question(turn: PromptInput, *, with_bodies: bool) -> str:
+    lines = []
+    if turn.location and turn.work_type:
+        lines.append(f"상황: 사는 곳 {turn.location}, 일하는 방식 {turn.work_type}")
+    lines.append(f"카테고리: {turn.category.label}")
+    if turn.previous is not None:
+        said, titles = turn.previous
+        shown = " / ".join(titles) if titles else "없음"
+        lines.append(f"앞선 대화: 사용자 '{said}' → 보여 드린 챌린지: {shown}")
+    if turn.message is None:
+        lines.append(f"사용자의 말: 제 상황에 맞는 {turn.category.label} 챌린지를 추천해 주세요.")
+    else:
+        lines.append(f"사용자의 말: {turn.message}")
+    if not turn.candidates:
+        pass  # nothing retrieved: the model answers from what it knows
+    elif with_bodies:
+        lines.append("후보:")
+        lines += [f"- {hit.document.title}: {hit.document.body}" for hit in turn.candidates]
+    else:
+        lines.append("후보: " + " / ".join(hit.document.title for hit in turn.candidates))
+    return "\n".join(lines)
 
 
-def _history(turns: Sequence[Turn]) -> list[ChatMessage]:
-    messages: list[ChatMessage] = []
-    for turn in turns:
-        messages.append({"role": "user", "content": turn.user})
-        messages.append({"role": "assistant", "content": turn.assistant})
+def _examples(composition: Composition, count: int) -> list[ChatMessage]:
+    system = _RECOMMEND_SYSTEM if composition == "recommend" else _TITLES_SYSTEM
+    messages: list[ChatMessage] = [{"role": "system", "content": system}]
+    for example in _EXAMPLES[:count]:
+        answer: dict[str, object] = {"challenges": [{"title": t} for t in example.titles]}
+        if composition == "recommend":
+            answer = {"recommend": example.recommend, **answer}
+        messages.append({"role": "user", "content": example.question})
+        messages.append({"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)})
     return messages
 
 
-def _context(hits: Sequence[Hit]) -> str:
-    if not hits:
-        return ""
-    lines = [f"- {hit.document.title}: {hit.document.body}" for hit in hits]
-    return "참고할 챌린지 자료:\n" + "\n".join(lines) + "\n\n"
-
-
-def base_info_messages(
-    *, location: str, work_type: str, category: Category, hits: Sequence[Hit] = ()
+def answer_messages(
+    turn: PromptInput, composition: Composition, *, examples: int = 1
 ) -> list[ChatMessage]:
-    question = (
-        f"{_context(hits)}사는 곳: {location}\n일하는 방식: {work_type}\n"
-        f"'{category.label}' 카테고리에서 제 상황에 맞는 챌린지 3개를 추천해 주세요."
-    )
-    return [_system(category), {"role": "user", "content": question}]
-
-
-def free_text_messages(
-    *,
-    message: str,
-    category: Category | None,
-    history: Sequence[Turn],
-    hits: Sequence[Hit],
-    location: str | None = None,
-    work_type: str | None = None,
-) -> list[ChatMessage]:
-    about_me = ""
-    if location and work_type:
-        about_me = f"(참고: 사는 곳 {location}, 일하는 방식 {work_type})\n"
-    question = f"{_context(hits)}{about_me}{message}"
-    return [_system(category), *_history(history), {"role": "user", "content": question}]
+    """The messages for one turn in ``composition``, with ``examples`` worked examples first
+    (the titles and recommend compositions)."""
+    if composition != "descriptions":
+        question: ChatMessage = {"role": "user", "content": _question(turn, with_bodies=False)}
+        return [*_examples(composition, examples), question]
+    history: list[ChatMessage] = []
+    for earlier in turn.history:
+        history.append({"role": "user", "content": earlier.user})
+        history.append({"role": "assistant", "content": earlier.assistant})
+    return [
+        {"role": "system", "content": _MODEL_SYSTEM},
+        *history,
+        {"role": "user", "content": _question(turn, with_bodies=True)},
+    ]

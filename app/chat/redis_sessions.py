@@ -7,8 +7,9 @@ Data layout, two keys per session, both under one hash tag so they share a clust
 
     {prefix}{<session_id>}:meta    hash   base_category, category (Category codes),
                                           location, work_type, updated_ms (server clock)
-    {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code]`` per turn,
-                                          oldest first (older releases wrote no code)
+    {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code, [shown doc
+                                          ids]]`` per turn, oldest first (older releases wrote
+                                          no ids, or no code)
 
 Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
 to ``max_turns``, ``PEXPIRE`` both keys, read the result back), and Redis runs a script with
@@ -92,14 +93,14 @@ def _turn(raw: object) -> Turn | None:
     if not isinstance(user, str) or not isinstance(assistant, str):
         return None
     code = rest[0] if rest and isinstance(rest[0], str) else None
-    return Turn(user, assistant, _category(code))
+    ids = rest[1] if len(rest) > 1 and isinstance(rest[1], list) else []
+    shown = tuple(i for i in ids if isinstance(i, str))
+    return Turn(user, assistant, _category(code), shown)
 
 
 def _turn_json(turn: Turn) -> str:
-    fields = [turn.user, turn.assistant]
-    if turn.category is not None:
-        fields.append(turn.category.code)
-    return json.dumps(fields, ensure_ascii=False)
+    code = turn.category.code if turn.category is not None else ""
+    return json.dumps([turn.user, turn.assistant, code, list(turn.shown)], ensure_ascii=False)
 
 
 class RedisSessionStore:

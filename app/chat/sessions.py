@@ -24,6 +24,7 @@ class Turn:
     user: str
     assistant: str
     category: Category | None = None  # the answer's category (None: stored by an older release)
+    shown: tuple[str, ...] = ()  # the doc ids of the challenges the answer showed
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,19 @@ class SessionState:
     work_type: str | None = None
     turns: tuple[Turn, ...] = ()
     updated_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def shown(self) -> frozenset[str]:
+        """The doc ids of every challenge shown in the turns remembered."""
+        return frozenset(doc_id for turn in self.turns for doc_id in turn.shown)
+
+    @property
+    def last_shown(self) -> tuple[str, ...]:
+        """The doc ids of the challenges of the last answer that showed any."""
+        for turn in reversed(self.turns):
+            if turn.shown:
+                return turn.shown
+        return ()
 
 
 class SessionStore(Protocol):

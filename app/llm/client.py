@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 ChatMessage = dict[str, str]
 
 KEEPALIVE_EXPIRY = 4.0  # seconds an idle upstream connection is kept
+_DEFAULT_MAX_TOKENS = 768
 
 
 def build_http_client(settings: Settings) -> httpx.AsyncClient:
@@ -100,10 +101,11 @@ def chat_payload(
     model: str,
     messages: Sequence[ChatMessage],
     schema: dict[str, Any] | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The body of one streaming ``POST /chat/completions`` (also what bench/vllm_bench.py
     sends directly, so both paths ask vLLM for exactly the same work). ``schema`` replaces
-    the answer's default JSON schema (grounded titles, ``app/llm/schema.py``)."""
+    the answer's default JSON schema (``app/llm/schema.py``); ``max_tokens`` the setting."""
     s = settings
     payload: dict[str, Any] = {
         "model": model,
@@ -114,7 +116,7 @@ def chat_payload(
         "top_p": s.llm_top_p,
         "top_k": s.llm_top_k,
         "repetition_penalty": s.llm_repetition_penalty,
-        "max_tokens": s.llm_max_tokens,
+        "max_tokens": max_tokens or s.llm_max_tokens or _DEFAULT_MAX_TOKENS,
     }
     if s.llm_structured_output:
         payload["response_format"] = {
@@ -201,9 +203,10 @@ class LLMClient:
         *,
         request_id: str | None = None,
         schema: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
     ) -> AsyncGenerator[str, None]:
         """Yield the assistant's text as it streams; see the module docstring for failures."""
-        payload = chat_payload(self._settings, await self.model(), messages, schema)
+        payload = chat_payload(self._settings, await self.model(), messages, schema, max_tokens)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
         upstream, response = await self._open(payload, headers)

@@ -1,38 +1,54 @@
-"""The answer the model is asked to write: a pydantic model, and the JSON schema made from it.
+"""The answer the model is asked to write: pydantic models, and the JSON schemas made from them.
 
-The schema sent to vLLM as ``response_format`` (structured output) is
-``Answer.model_json_schema()``, so the prompt's format, the scrubber's validation and the
-grammar vLLM enforces cannot drift. Two kinds of constraint live only in the schema, as
-instructions to the grammar, and are not checked when an answer is read back:
+Three compositions (``ANSWER_COMPOSITION``), named by what the model writes:
 
-- length bounds on every displayed value (``maxLength``; xgrammar enforces them), so that a
-  weak model that starts to loop inside a value is stopped by the grammar;
-- 1 to 3 challenges, and, when grounding is on, titles restricted to the retrieved catalogue
+- ``titles`` (the default): the model chooses the challenges among the candidates, by title
+  (:class:`Titles`); the gateway writes the recommend from what the turn knows, and each
+  description is the catalogue's, shown exactly as the catalogue has it. A weak model garbles
+  text it re-types and writes a poor recommend; its choice is what it does well.
+- ``recommend``: the model writes the recommend too (:class:`RecommendAndTitles`).
+- ``descriptions``: the model writes each challenge's description as well (:class:`Answer`),
+  for a model strong enough to write them well.
+
+Either way the answer read back is an :class:`Answer` (recommend, challenges with title and
+description), and the schema sent to vLLM as ``response_format`` (structured output) is made
+from the pydantic model (``model_json_schema()``), so the prompt's format, the scrubber's
+validation and the grammar vLLM enforces cannot drift. Constraints that live only in the
+schema, as instructions to the grammar, not checked when an answer is read back:
+
+- length bounds on every value the model writes (``maxLength``; xgrammar enforces them), so
+  that a weak model that starts to loop inside a value is stopped by the grammar (the scrubber
+  shows a bounded value so that the cut is never seen mid-word);
+- the number of challenges, and, when grounded, titles restricted to the candidate catalogue
   titles (``enum``; see :func:`answer_schema`).
-
-An answer that breaks them without structured output (another server, the setting off) is
-still shown: the bounds exist to end a loop, not to refuse a long sentence.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ANSWER_JSON_SCHEMA",
+    "DESCRIPTION_MAX_CHARS",
     "DISPLAY_KEYS",
     "MAX_CHALLENGES",
+    "RECOMMEND_MAX_CHARS",
     "Answer",
     "ChallengeItem",
+    "Composition",
+    "RecommendAndTitles",
+    "Titles",
     "answer_schema",
 ]
 
+Composition = Literal["titles", "recommend", "descriptions"]
+
 MAX_CHALLENGES = 3
-RECOMMEND_MAX_CHARS = 200
+RECOMMEND_MAX_CHARS = 160
 TITLE_MAX_CHARS = 40
 DESCRIPTION_MAX_CHARS = 160
 
@@ -51,7 +67,7 @@ class ChallengeItem(BaseModel):
 
 
 class Answer(BaseModel):
-    """The model's whole answer. Unknown keys are tolerated and dropped."""
+    """The whole answer as read back. Unknown keys are tolerated and dropped."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
 
@@ -62,29 +78,79 @@ class Answer(BaseModel):
     )
 
 
+class PickedChallenge(BaseModel):
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
+
+    title: str = Field(json_schema_extra=_bound(TITLE_MAX_CHARS))
+
+
+class RecommendAndTitles(BaseModel):
+    """What the model writes in the ``recommend`` composition."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
+
+    recommend: str = Field(json_schema_extra=_bound(RECOMMEND_MAX_CHARS))
+    challenges: list[PickedChallenge] = Field(
+        json_schema_extra={"minItems": 1, "maxItems": MAX_CHALLENGES}
+    )
+
+
+class Titles(BaseModel):
+    """What the model writes in the ``titles`` composition: its choice of challenges."""
+
+    model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
+
+    challenges: list[PickedChallenge] = Field(
+        json_schema_extra={"minItems": 1, "maxItems": MAX_CHALLENGES}
+    )
+
+
 #: Keys whose string values are shown to the user, in display order.
 DISPLAY_KEYS: tuple[str, ...] = ("recommend", "title", "description")
 
 
-def _schema() -> dict[str, Any]:
-    schema = Answer.model_json_schema()
-    # The model writes both keys; "challenges" has a default only for reading answers back.
-    schema["required"] = ["recommend", "challenges"]
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    # The model writes every key; "challenges" has a default only for reading answers back.
+    schema["required"] = list(schema["properties"])
     schema["properties"]["challenges"].pop("default", None)
+    schema.pop("description", None)  # the class docstring: no use to the grammar
     return schema
 
 
-#: Sent as ``response_format={"type": "json_schema", "json_schema": {...}}``.
-ANSWER_JSON_SCHEMA: dict[str, Any] = _schema()
+#: The ``descriptions`` composition's schema without grounding (``response_format``).
+ANSWER_JSON_SCHEMA: dict[str, Any] = _schema(Answer)
+_SCHEMAS: dict[str, dict[str, Any]] = {
+    "titles": _schema(Titles),
+    "recommend": _schema(RecommendAndTitles),
+    "descriptions": ANSWER_JSON_SCHEMA,
+}
 
 
-def answer_schema(titles: Sequence[str] = ()) -> dict[str, Any]:
-    """The answer's schema; with ``titles``, each challenge's title must be one of them
-    (grounding: the model picks among the retrieved catalogue items and cannot invent one)."""
-    if not titles:
-        return ANSWER_JSON_SCHEMA
-    schema = copy.deepcopy(ANSWER_JSON_SCHEMA)
-    title = schema["$defs"]["ChallengeItem"]["properties"]["title"]
-    title.pop("maxLength", None)
-    title["enum"] = list(dict.fromkeys(titles))
+def answer_schema(
+    titles: Sequence[str] = (),
+    *,
+    composition: Composition = "descriptions",
+    min_items: int = 1,
+    max_items: int = MAX_CHALLENGES,
+) -> dict[str, Any]:
+    """The answer's schema for ``composition``. With ``titles``, each challenge's title must be
+    one of them (grounding: the model picks among the candidate catalogue items and cannot
+    invent one); ``min_items``..``max_items`` challenges (at most as many as there are titles)."""
+    base = _SCHEMAS[composition]
+    unique = list(dict.fromkeys(titles))
+    if not unique and min_items == 1 and max_items == MAX_CHALLENGES:
+        return base
+    schema = copy.deepcopy(base)
+    items = schema["properties"]["challenges"]
+    if unique:
+        max_items = min(max_items, len(unique))
+        item = schema["$defs"][
+            "ChallengeItem" if composition == "descriptions" else "PickedChallenge"
+        ]
+        title = item["properties"]["title"]
+        title.pop("maxLength", None)
+        title["enum"] = unique
+    items["maxItems"] = max_items
+    items["minItems"] = max(1, min(min_items, max_items))
     return schema

@@ -390,10 +390,13 @@ class AnswerScrubber:
 
     def _release(self, out: list[str]) -> None:
         """Show what a bounded value may show now: all of it while it is far from its bound,
-        then up to its last sentence end."""
+        then up to its last sentence end. A value that runs past its bound is held to it by no
+        grammar (structured output off, another server): from there it is shown as it comes."""
         value = "".join(self._parts)
         upto = len(value)
-        if upto > self._bound - BOUND_MARGIN:
+        if upto > self._bound:
+            self._show = _SHOWN
+        elif upto > self._bound - BOUND_MARGIN:
             upto = self._released
             for end in _SENTENCE_ENDS.finditer(value, self._released):
                 upto = end.end()

@@ -14,7 +14,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.chat.intent import Act, Example, Intent, IntentClassifier, IntentKind, Intents
+from app.chat.intent import (
+    Act,
+    Example,
+    Intent,
+    IntentClassifier,
+    IntentKind,
+    Intents,
+    catalogue_evidence,
+)
 from app.chat.intent_bank import (
     build_classifier,
     build_intents,
@@ -309,6 +317,28 @@ def test_with_no_category_yet_a_question_is_about_the_nearest_one(toy: IntentCla
     near_vegan = _unit(Act.ASK) * 0.9 + _unit(Act.TOPIC, Category.VEGAN) * 0.1
     assert toy.decide("뭐부터 해?", near_vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
     assert toy.decide("뭐부터 해?", near_vegan, IN_VEGAN) == Intent(IntentKind.ASK)
+
+
+def test_the_catalogue_weighs_in_on_the_category() -> None:
+    examples = [
+        Example("두유", Act.TOPIC, Category.VEGAN),
+        Example("불 끄기", Act.TOPIC, Category.ENERGY_SAVING),
+    ]
+    vectors = np.stack([_unit(Act.TOPIC, e.category) for e in examples])
+    classifier = IntentClassifier(examples, vectors, k=2)
+    # The examples lean to VEGAN by a hair; the message's nearest catalogue documents are
+    # about saving energy: with that evidence the category is ENERGY_SAVING.
+    vegan, energy = _unit(Act.TOPIC, Category.VEGAN), _unit(Act.TOPIC, Category.ENERGY_SAVING)
+    between = vegan * 0.501 + energy * 0.499
+    assert classifier.decide("이거", between, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
+    evidence = catalogue_evidence([Category.ENERGY_SAVING] * 3 + [Category.VEGAN])
+    assert evidence is not None and evidence.sum() == pytest.approx(1.0)
+    decided = classifier.decide("이거", between, FRESH, evidence=evidence)
+    assert decided == Intent(IntentKind.SWITCH, Category.ENERGY_SAVING)
+    assert catalogue_evidence([]) is None
+    # A name still wins over any evidence.
+    named = classifier.decide("비건", between, FRESH, evidence=evidence)
+    assert named == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
 def test_nonsense_is_decided_by_its_characters(toy: IntentClassifier) -> None:

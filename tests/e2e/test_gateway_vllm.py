@@ -3,7 +3,9 @@
 The model's words are noise, but structured output makes its answer schema-valid JSON,
 so the contract can be checked for real: the streamed text is exactly the display text of
 the answer in ``close`` (nothing structural leaked, nothing lost), for both endpoints, for
-16 sessions at once, and a client that hangs up stops the generation in vLLM.
+16 sessions at once, in the default composition (the model picks catalogue titles, shown with
+their catalogue descriptions, none twice), and a client that hangs up stops the generation in
+vLLM (the ``descriptions`` composition: an answer long enough to hang up in the middle of).
 """
 
 from __future__ import annotations
@@ -17,29 +19,40 @@ import anyio
 import httpx
 import pytest
 
+from app.rag.corpus import load_corpus
 from tests.e2e.vllm_server import VLLMServer, metric_value
 from tests.support.disconnect import hang_up_once
 from tests.support.gateway import GatewayProcess
 from tests.support.sse import StreamResult, assert_well_formed, read_stream
-from tests.support.store import store_copy
+from tests.support.store import CORPUS, store_copy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.anyio]
 
 BASE = "/ai/chatbot/recommendation/base-info"
 FREE = "/ai/chatbot/recommendation/free-text"
+CATALOGUE = {doc.title: doc for doc in load_corpus(CORPUS)}
+
+
+def _gateway(
+    vllm_server: VLLMServer, store_template: Path, factory: pytest.TempPathFactory, **env: str
+) -> GatewayProcess:
+    return GatewayProcess(
+        {
+            "LLM_BASE_URL": vllm_server.base_url,
+            "LLM_READ_TIMEOUT": "60",
+            "QDRANT_PATH": str(store_copy(store_template, factory.mktemp("store") / "q")),
+            **env,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
 def vllm_gateway(
     vllm_server: VLLMServer, store_template: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
-    env = {
-        "LLM_BASE_URL": vllm_server.base_url,
-        "LLM_READ_TIMEOUT": "60",
-        "LLM_MAX_TOKENS": "768",
-        "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
-    }
-    with GatewayProcess(env) as gateway:
+    with _gateway(
+        vllm_server, store_template, tmp_path_factory, ANSWER_COMPOSITION="titles"
+    ) as gateway:
         yield gateway
 
 
@@ -47,6 +60,21 @@ def vllm_gateway(
 async def http(vllm_gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=vllm_gateway.url, timeout=120) as client:
         yield client
+
+
+@pytest.fixture
+async def long_answers(
+    vllm_server: VLLMServer, store_template: Path, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[httpx.AsyncClient]:
+    with _gateway(
+        vllm_server,
+        store_template,
+        tmp_path_factory,
+        ANSWER_COMPOSITION="descriptions",
+        LLM_MAX_TOKENS="768",
+    ) as gateway:
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=120) as client:
+            yield client
 
 
 def _shows_the_close(shown: str, answer: dict[str, Any]) -> bool:
@@ -66,20 +94,29 @@ def _shows_the_close(shown: str, answer: dict[str, Any]) -> bool:
     return False
 
 
-def _check_answer(result: StreamResult, category: str) -> None:
+def _check_answer(
+    result: StreamResult, category: str, situation: tuple[str, str] | None = None
+) -> None:
     assert_well_formed(result)
     close = result.terminal
     assert close.event == "close", close.payload
     answer = close.payload["data"]
-    assert isinstance(answer["recommend"], str)
+    assert isinstance(answer["recommend"], str) and answer["recommend"]
     assert 1 <= len(answer["challenges"]) <= 3
     assert {c["category"] for c in answer["challenges"]} == {category}
     assert _shows_the_close(result.text, answer), (result.text, answer)
+    titles = [c["title"] for c in answer["challenges"]]
+    assert len(set(titles)) == len(titles), "no challenge twice"
+    for item in answer["challenges"]:
+        doc = CATALOGUE[item["title"]]  # a catalogue challenge, described word for word
+        assert item["description"] == doc.body
+        if situation is not None:
+            assert situation[0] in doc.locations and situation[1] in doc.work_types
 
 
 async def test_base_info_through_vllm(http: httpx.AsyncClient) -> None:
-    params = {"sessionId": "e1", "location": "바닷가", "workType": "영업직", "category": "VEGAN"}
-    _check_answer(await read_stream(http, BASE, params), "VEGAN")
+    params = {"sessionId": "e1", "location": "도시", "workType": "영업직", "category": "VEGAN"}
+    _check_answer(await read_stream(http, BASE, params), "VEGAN", ("도시", "영업직"))
 
 
 async def test_free_text_through_vllm(http: httpx.AsyncClient) -> None:
@@ -106,11 +143,11 @@ async def test_sixteen_concurrent_sessions(http: httpx.AsyncClient) -> None:
         for i in range(16):
             tg.start_soon(one, i)
     for result in results.values():
-        _check_answer(result, "MEDIA")
+        _check_answer(result, "MEDIA", ("도시", "사무직"))
 
 
 async def test_hang_up_stops_generation_in_vllm(
-    http: httpx.AsyncClient, vllm_server: VLLMServer
+    long_answers: httpx.AsyncClient, vllm_server: VLLMServer
 ) -> None:
     await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=30))
     async with httpx.AsyncClient(base_url=vllm_server.url_root, timeout=10) as vllm:
@@ -127,7 +164,7 @@ async def test_hang_up_stops_generation_in_vllm(
                     break
                 before = now
     params = {"sessionId": "gone", "location": "산", "workType": "현장직", "category": "PLOGGING"}
-    closed_at = await hang_up_once(http, BASE, params, events_before=3)
+    closed_at = await hang_up_once(long_answers, BASE, params, events_before=3)
     assert time.time() - closed_at < 5
     # vllm:num_requests_running goes back to 0 right away, long before max_tokens.
     waited = await anyio.to_thread.run_sync(lambda: vllm_server.wait_idle(timeout=3))

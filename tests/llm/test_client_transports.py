@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from app.chat.prompts import free_text_messages
+from app.chat.prompts import PromptInput, answer_messages
 from app.config import Settings
 from app.domain.categories import Category
 from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
@@ -17,13 +17,9 @@ from tests.upstream.scripted_openai import DEFAULT_CONTENT, ScriptedUpstreamThre
 pytestmark = pytest.mark.anyio
 
 TRANSPORTS = ["aiohttp", "httpx"]
-MESSAGES = free_text_messages(
-    message="플로깅 챌린지 추천해 줘",
-    category=Category.PLOGGING,
-    history=(),
-    hits=[],
-    location=None,
-    work_type=None,
+MESSAGES = answer_messages(
+    PromptInput(category=Category.PLOGGING, candidates=(), message="플로깅 챌린지 추천해 줘"),
+    "descriptions",
 )
 
 

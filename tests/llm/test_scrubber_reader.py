@@ -156,3 +156,11 @@ def test_a_value_that_ends_before_its_bound_is_shown_whole() -> None:
     outputs, result = scrub([picks(value, T1)], catalogue=CATALOGUE, bounds={"recommend": BOUND})
     assert "".join(outputs).startswith(value + "\n\n")
     assert result.answer is not None and result.answer.recommend == value
+
+
+def test_a_value_past_its_bound_had_no_grammar_and_is_shown_whole() -> None:
+    long = "가" * (BOUND * 3) + " 끝"  # no sentence end anywhere: held near the bound, then shown
+    for chunks in list(every_split(picks(long, T1)))[::37]:
+        outputs, result = scrub(chunks, catalogue=CATALOGUE, bounds={"recommend": BOUND})
+        assert "".join(outputs) == f"{long}\n\n{T1}\n{CATALOGUE[T1]}", chunks
+        assert result.answer is not None and result.answer.recommend == long

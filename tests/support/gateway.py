@@ -53,9 +53,14 @@ class GatewayProcess:
                     "CLIENT_RATE_LIMIT_",
                     "TRUSTED_PROXIES",
                     "API_KEYS",
+                    "ANSWER_",
                 )
             )
         }
+        # The scripted upstream writes whole answers (recommend, titles, descriptions) for the
+        # tests of the streaming path; the default composition, where the model only picks
+        # titles (tests/test_answer_composition.py, tests/e2e), sets ANSWER_COMPOSITION=titles.
+        env["ANSWER_COMPOSITION"] = "descriptions"
         if not self._default_limits:
             # Tests send bursts from one address; a test of the rate limits sets its own.
             env["RATE_LIMIT_PER_MINUTE"] = env["CLIENT_RATE_LIMIT_PER_MINUTE"] = "0"

@@ -117,6 +117,12 @@ STREAM_PARAMS: dict[str, Any] = {
     "eol": "\n",  # line ending of the SSE framing ("\n" like vLLM, or "\r\n")
     "wire_chunk_bytes": None,  # re-slice each SSE event into HTTP chunks of N bytes
     "wire_delay": 0.0,  # seconds between those slices (forces separate reads)
+    # Answer by the request's JSON schema instead of ``content``: the titles of its ``enum`` at
+    # these positions (``picks``), with a ``recommend`` and ``description`` when the schema asks
+    # for them (a grounded answer, as vLLM's grammar makes the model write it).
+    "picks": None,
+    "picks_recommend": "오늘부터 하나씩 시작해 보세요.",
+    "picks_description": "모델이 쓴 설명이에요.",
 }
 
 SCENARIOS: dict[str, dict[str, Any]] = {
@@ -316,6 +322,33 @@ def _wants_usage(body: Any) -> bool:
         return False
     opts = body.get("stream_options")
     return isinstance(opts, dict) and bool(opts.get("include_usage"))
+
+
+def _title_enum(schema: dict[str, Any]) -> list[str]:
+    for definition in schema.get("$defs", {}).values():
+        title = definition.get("properties", {}).get("title", {})
+        if "enum" in title:
+            return list(title["enum"])
+    return []
+
+
+def answer_by_schema(p: dict[str, Any], body: Any) -> dict[str, Any]:
+    """``p`` with its ``content`` written from the request's schema when ``picks`` is set."""
+    if p.get("picks") is None or not isinstance(body, dict):
+        return p
+    schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    titles = _title_enum(schema)
+    items: list[dict[str, str]] = []
+    for index in p["picks"]:
+        item = {"title": titles[index] if index < len(titles) else f"없는 챌린지 {index}"}
+        if "description" in schema.get("$defs", {}).get("ChallengeItem", {}).get("properties", {}):
+            item["description"] = p["picks_description"]
+        items.append(item)
+    answer: dict[str, Any] = {}
+    if "recommend" in schema.get("properties", {}):
+        answer["recommend"] = p["picks_recommend"]
+    answer["challenges"] = items
+    return {**p, "content": json.dumps(answer, ensure_ascii=False), "pieces": None}
 
 
 def _tokens(p: dict[str, Any], forever: bool = False) -> Iterator[str]:
@@ -928,6 +961,7 @@ class ScriptedUpstream:
         """Run one streaming answer; return True when the connection can be reused."""
         if name == "http_error":
             return await self._http_error(conn, p)
+        p = answer_by_schema(p, body)
         record: dict[str, Any] = {
             "request_id": request_id,
             "scenario": name,

@@ -1,0 +1,202 @@
+"""The second half of a turn: from a :class:`TurnPlan` to display text and one terminal event.
+
+    upstream tokens -> scrubber (JSON -> display text; catalogue descriptions; whole titles,
+    none twice; bounded values end at a sentence) -> repetition guard -> Delta events
+    -> Done (the answer, with the session's category) or Failed
+
+The scrubber is the only path from model tokens to display text. An answer stopped early (a
+loop the guard caught, or JSON cut by ``max_tokens``) is closed with what is complete plus
+candidate challenges from the catalogue, rather than ended with an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+from app.chat.plan import TurnPlan
+from app.chat.sessions import SessionStore, Turn
+from app.domain.categories import Category
+from app.domain.errors import GatewayError, InternalFailure, UpstreamFailed
+from app.domain.events import Delta, Done, Failed, StreamEvent
+from app.llm.client import LLMClient
+from app.llm.repetition import RepetitionGuard, sentences
+from app.llm.schema import DESCRIPTION_MAX_CHARS, RECOMMEND_MAX_CHARS, Answer, ChallengeItem
+from app.llm.scrubber import AnswerScrubber
+from app.metrics import Metrics
+from app.rag.retriever import Hit
+
+__all__ = ["close_payload", "generate"]
+
+log = logging.getLogger(__name__)
+
+_SALVAGE_RECOMMEND = "상황에 맞는 챌린지를 골라 봤어요."
+#: A sentence is shown once: its second showing is a loop (SPEC "What an answer must be").
+_MAX_REPEATS = 1
+
+
+async def generate(
+    plan: TurnPlan,
+    *,
+    llm: LLMClient,
+    sessions: SessionStore,
+    metrics: Metrics,
+    max_tokens: int,
+) -> AsyncIterator[StreamEvent]:
+    """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed."""
+    catalogue = plan.catalogue if plan.composition != "descriptions" else None
+    scrubber = AnswerScrubber(
+        catalogue=catalogue,
+        whole_titles=True,
+        recommend=plan.recommend,
+        bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
+    )
+    # The gateway's recommend is shown with the model's first token: an upstream that fails
+    # before it has said anything leaves nothing on screen but the error.
+    opening = plan.recommend
+    guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
+    first_shown = False
+    last = None
+    pieces = llm.stream_chat(
+        plan.messages, request_id=plan.request_id, schema=plan.schema(), max_tokens=max_tokens
+    )
+    try:
+        async with aclosing(pieces):
+            async for piece in pieces:
+                now = time.monotonic()
+                if last is not None:
+                    metrics.itl.observe(now - last)
+                last = now
+                metrics.tokens_out.inc()
+                text = scrubber.feed(piece)
+                if opening:
+                    text, opening = opening + text, None
+                shown = guard.feed(text)
+                if shown:
+                    if not first_shown:
+                        first_shown = True
+                        metrics.ttft.observe(now - plan.started)
+                    yield Delta(shown)
+                if guard.looping:
+                    break  # closing the stream aborts the generation upstream
+        result = None if guard.looping else scrubber.finish()
+    except GatewayError as exc:
+        log.warning("upstream failed (%s): %s", exc.status, exc.detail)
+        yield Failed(exc)
+        return
+    except Exception:
+        log.exception("recommendation stream failed")
+        yield Failed(InternalFailure("unexpected error in the stream"))
+        return
+
+    if opening:  # the upstream ended without a token
+        if early := guard.feed(opening):
+            yield Delta(early)
+    if result is None or result.truncated:
+        # A loop, or an answer cut by max_tokens: close with what is complete, filled up
+        # with candidate challenges, rather than end the answer with an error.
+        reason = "loop" if result is None else "truncated"
+        metrics.answers_salvaged.labels(reason).inc()
+        log.warning("answer %s: closing with what is complete plus catalogue items", reason)
+        answer, added = _salvage(scrubber.partial(), plan, guard)
+        if added:
+            yield Delta(added)
+    else:
+        tail = guard.feed(result.tail) + guard.finish()
+        if tail:
+            yield Delta(tail)
+        read = result.answer
+        if read is None and result.prose.strip() and not result.json_started:
+            # The model ignored the format and wrote prose: it was shown, so it is the answer.
+            said = [plan.recommend, result.prose.strip()] if plan.recommend else [result.prose]
+            read = Answer(recommend="\n\n".join(said).strip(), challenges=[])
+        if read is None:
+            metrics.upstream_errors.labels("invalid_answer").inc()
+            log.warning("invalid answer from the model: %s", result.error)
+            yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
+            return
+        answer = read
+    titles = [item.title for item in answer.challenges]
+    await sessions.record(
+        plan.session_id,
+        turn=Turn(
+            user=plan.user_text,
+            assistant=answer.model_dump_json(),
+            category=plan.category,
+            shown=plan.doc_ids(titles),
+        ),
+    )
+    yield Done(close_payload(answer, plan.category))
+
+
+def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
+    """The ``close`` data: the answer's texts with the session's category, never the model's."""
+    return {
+        "recommend": answer.recommend,
+        "challenges": [
+            {
+                "title": item.title,
+                "description": item.description,
+                "category": category.code,
+                "label": category.label,
+            }
+            for item in answer.challenges
+        ],
+    }
+
+
+def _salvage(partial: Answer, plan: TurnPlan, guard: RepetitionGuard) -> tuple[Answer, str]:
+    """The answer to close an early-stopped stream with, and the display text it adds.
+
+    Keeps the recommend text without a sentence past its first copy and the challenges read
+    whole, then fills up to the plan's number of challenges with candidates, which are shown
+    before the ``close`` like any challenge. A candidate that repeats a sentence the stream's
+    ``guard`` has shown is passed over: the model often loops on text it copied from that very
+    item."""
+    recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
+    # The items as they were shown: the close matches the display text.
+    items = list(partial.challenges[: plan.max_picks])
+    added: list[str] = []
+    for hit in _fill(plan.candidates, items):
+        if len(items) >= max(plan.min_picks, 1):
+            break
+        description = _description(hit, plan)
+        if any(guard.has_shown(sentence) for sentence in sentences(description)):
+            continue
+        items.append(ChallengeItem(title=hit.document.title, description=description))
+        added.append(f"\n\n{hit.document.title}\n{description}")
+    return Answer(recommend=recommend, challenges=items), "".join(added)
+
+
+def _fill(candidates: Sequence[Hit], items: Sequence[ChallengeItem]) -> list[Hit]:
+    shown = {item.title for item in items}
+    return [hit for hit in candidates if hit.document.title not in shown]
+
+
+def _description(hit: Hit, plan: TurnPlan) -> str:
+    body = hit.document.body
+    if plan.composition != "descriptions":
+        return body
+    return _first_sentences(body, DESCRIPTION_MAX_CHARS)
+
+
+def _without_repeats(text: str) -> str:
+    """``text`` with each sentence kept once (what the guard let through)."""
+    guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
+    kept = guard.feed(text) + guard.finish()
+    return kept if kept.strip() else ""
+
+
+def _first_sentences(text: str, limit: int) -> str:
+    """Whole sentences from the start of ``text`` within ``limit`` characters (at least one,
+    cut at ``limit`` when the first is longer)."""
+    kept = ""
+    for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+        if kept and len(kept) + 1 + len(sentence) > limit:
+            break
+        kept = f"{kept} {sentence}" if kept else sentence
+    return kept[:limit]

@@ -1,0 +1,58 @@
+"""One turn, decided: what the model is asked, among which challenges, and what to remember.
+
+Planning (app/chat/pipeline.py) reads the request, the session and the message's meaning and
+produces a :class:`TurnPlan`; generation (app/chat/generation.py) takes only the plan. The
+plan is frozen: nothing decided before the upstream call changes while the answer streams.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from app.domain.categories import Category
+from app.llm.client import ChatMessage
+from app.llm.schema import Composition, answer_schema
+from app.rag.retriever import Hit
+
+__all__ = ["TurnPlan"]
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    session_id: str
+    request_id: str | None
+    started: float  # time.monotonic() when the request arrived
+    category: Category  # the answer's category (the session's, never the model's)
+    candidates: tuple[Hit, ...]  # the catalogue challenges the model chooses among, best first
+    messages: tuple[ChatMessage, ...]
+    composition: Composition
+    min_picks: int  # challenges the answer lists at least (when there are as many candidates)
+    max_picks: int
+    grounded: bool  # titles restricted to the candidates' (a JSON-schema enum)
+    user_text: str  # what the session remembers of the user's side of the turn
+    recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
+
+    @property
+    def titles(self) -> list[str]:
+        return [hit.document.title for hit in self.candidates]
+
+    @cached_property
+    def catalogue(self) -> Mapping[str, str]:
+        """Each candidate's title and its catalogue description."""
+        return {hit.document.title: hit.document.body for hit in self.candidates}
+
+    def doc_ids(self, titles: list[str]) -> tuple[str, ...]:
+        """The doc ids of the candidates with these titles (what the session remembers)."""
+        by_title = {hit.document.title: hit.document.id for hit in self.candidates}
+        return tuple(by_title[title] for title in titles if title in by_title)
+
+    def schema(self) -> dict[str, Any]:
+        return answer_schema(
+            self.titles if self.grounded else (),
+            composition=self.composition,
+            min_items=self.min_picks,
+            max_items=self.max_picks,
+        )

@@ -1,0 +1,156 @@
+"""The default composition (ANSWER_COMPOSITION=titles) through the real gateway: the model picks
+titles among the candidates, the gateway writes the recommend and shows each pick's catalogue
+description word for word; a session remembers what it has shown.
+
+The scripted upstream answers by the request's JSON schema (``picks``: positions in the title
+``enum``), as vLLM's grammar makes a model answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from app.rag.corpus import load_corpus
+from tests.integration_fixtures import READ_TIMEOUT
+from tests.support.gateway import GatewayProcess
+from tests.support.sse import StreamResult, assert_well_formed, read_stream
+from tests.support.store import CORPUS, store_copy
+from tests.upstream.scripted_openai import ScriptedUpstreamThread
+
+pytestmark = pytest.mark.anyio
+
+BASE = "/ai/chatbot/recommendation/base-info"
+FREE = "/ai/chatbot/recommendation/free-text"
+CATALOGUE = {doc.title: doc for doc in load_corpus(CORPUS)}
+
+
+@pytest.fixture(scope="module")
+def titles_gateway(
+    upstream: ScriptedUpstreamThread,
+    store_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GatewayProcess]:
+    env = {
+        "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
+        "LLM_BASE_URL": upstream.base_url,
+        "LLM_READ_TIMEOUT": str(READ_TIMEOUT),
+        "ANSWER_COMPOSITION": "titles",
+    }
+    with GatewayProcess(env) as gateway:
+        yield gateway
+
+
+@pytest.fixture
+async def http(titles_gateway: GatewayProcess) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=titles_gateway.url, timeout=30) as client:
+        yield client
+
+
+def _answer(result: StreamResult) -> dict[str, Any]:
+    """The close's answer, checked against what was shown: exactly its layout."""
+    assert_well_formed(result)
+    assert result.terminal.event == "close", result.terminal.payload
+    answer: dict[str, Any] = result.terminal.payload["data"]
+    layout = answer["recommend"] + "".join(
+        f"\n\n{c['title']}\n{c['description']}" for c in answer["challenges"]
+    )
+    assert result.text == layout
+    return answer
+
+
+def _titles(answer: dict[str, Any]) -> list[str]:
+    return [c["title"] for c in answer["challenges"]]
+
+
+async def test_the_model_picks_and_the_catalogue_describes(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[2, 0, 1])
+    params = {"sessionId": "c1", "location": "농촌", "workType": "재택근무", "category": "VEGAN"}
+    answer = _answer(await read_stream(http, BASE, params))
+
+    (request,) = scripted.chat_requests
+    body = request["body"]
+    schema = body["response_format"]["json_schema"]["schema"]
+    assert set(schema["properties"]) == {"challenges"}, "the model writes only its choice"
+    candidates = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    assert len(candidates) == 5 and schema["properties"]["challenges"]["minItems"] == 3
+    assert body["max_tokens"] == 128
+    question = body["messages"][-1]["content"]
+    assert "농촌" in question and "재택근무" in question
+    for title in candidates:  # titles only: the model has no catalogue text to re-type
+        assert title in question and CATALOGUE[title].body not in question
+        assert "농촌" in CATALOGUE[title].locations and "재택근무" in CATALOGUE[title].work_types
+
+    assert _titles(answer) == [candidates[2], candidates[0], candidates[1]]
+    for item in answer["challenges"]:
+        assert item["description"] == CATALOGUE[item["title"]].body  # word for word
+        assert (item["category"], item["label"]) == ("VEGAN", "비건")
+    # The recommend is the gateway's: the situation and the category, not the model's words.
+    assert "농촌" in answer["recommend"] and "비건" in answer["recommend"]
+    assert "오늘부터 하나씩" not in answer["recommend"]
+
+
+async def test_a_repeated_or_unknown_pick_is_never_shown(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[1, 1, 9, 0])
+    params = {"sessionId": "c2", "location": "도시", "workType": "사무직", "category": "PLOGGING"}
+    result = await read_stream(http, BASE, params)
+    answer = _answer(result)
+    enum = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
+    candidates = enum["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    assert _titles(answer) == [candidates[1], candidates[0]]
+    assert result.text.count(candidates[1]) == 1
+
+
+async def test_more_brings_new_challenges_and_among_stays_among_the_last(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c3"}
+    base = {**session, "location": "도시", "workType": "사무직", "category": "ENERGY_SAVING"}
+    first = _titles(_answer(await read_stream(http, BASE, base)))
+
+    more = _answer(await read_stream(http, FREE, {**session, "message": "다른 챌린지도 있어?"}))
+    assert not set(_titles(more)) & set(first)
+    assert {c["category"] for c in more["challenges"]} == {"ENERGY_SAVING"}
+    for title in _titles(more):
+        doc = CATALOGUE[title]
+        assert "도시" in doc.locations and "사무직" in doc.work_types
+
+    scripted.set_scenario("ok", picks=[0])
+    among = await read_stream(http, FREE, {**session, "message": "그 중에 제일 쉬운 건 뭐야?"})
+    assert set(_titles(_answer(among))) <= set(_titles(more))
+    schema = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
+    offered = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    assert set(offered) == set(_titles(more)), "chosen among the ones just shown"
+    assert schema["properties"]["challenges"]["minItems"] == 1
+
+
+async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    await read_stream(http, BASE, {"sessionId": "c4a", **params})
+    schema = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
+    candidates = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    # max_tokens ends the JSON inside the second title: the first pick is shown, the cut one
+    # never (a title is shown whole or not at all), and candidates fill the answer up.
+    picks = json.dumps(
+        {"challenges": [{"title": candidates[3]}, {"title": candidates[4]}]}, ensure_ascii=False
+    )
+    cut = picks[: picks.index(candidates[4]) + 2]
+    scripted.set_scenario("ok", content=cut, finish_reason="length")
+    result = await read_stream(http, BASE, {"sessionId": "c4b", **params})
+    answer = _answer(result)
+    titles = _titles(answer)
+    assert titles[0] == candidates[3] and len(titles) == len(set(titles)) == 3
+    assert set(titles) <= set(candidates) and candidates[4] not in result.text
+    assert all(c["description"] == CATALOGUE[c["title"]].body for c in answer["challenges"])
