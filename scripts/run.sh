@@ -12,17 +12,28 @@ cd "$(dirname "$0")/.."
 
 GATEWAY_HOST="${GATEWAY_HOST:-127.0.0.1}"
 GATEWAY_PORT="${GATEWAY_PORT:-8000}"
-step() { printf '\n==> %s\n' "$*" >&2; }
+# Piped output (`make run 2>&1 | tee run.log`): Ctrl-C stops the reader of the pipe too, and a
+# write to it would kill this script (SIGPIPE) or fail under `set -e` before the cleanup ran.
+# So SIGPIPE is ignored, and a message that cannot be written is no error.
+trap '' PIPE
+step() { printf '\n==> %s\n' "$*" >&2 2>/dev/null || true; }
 
 step "gateway environment (.venv)"
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
 .venv/bin/pip install --quiet --disable-pip-version-check -e .
 
 vllm_pid=""
+# serve_vllm.sh writes the server's PID here as soon as it starts, so that Ctrl-C while vLLM
+# is still loading (before its PID reaches us) stops it too.
+vllm_pidfile="$(mktemp "${TMPDIR:-/tmp}/eco-run-vllm.XXXXXX")"
 stop_vllm() {
+    if [[ -z "$vllm_pid" && -s "$vllm_pidfile" ]]; then
+        vllm_pid="$(cat "$vllm_pidfile" 2>/dev/null || true)"
+    fi
+    rm -f "$vllm_pidfile"
     if [[ -n "$vllm_pid" ]] && kill -0 "$vllm_pid" 2>/dev/null; then
-        step "stopping vLLM (pid $vllm_pid)"
         kill -TERM -- "-$vllm_pid" 2>/dev/null || true
+        step "stopping vLLM (pid $vllm_pid)"
         for _ in $(seq 30); do kill -0 "$vllm_pid" 2>/dev/null || break; sleep 0.5; done
         kill -KILL -- "-$vllm_pid" 2>/dev/null || true
     fi
@@ -43,7 +54,7 @@ trap 'drain_gateway 143' TERM
 
 if [[ -z "${LLM_BASE_URL:-}" ]]; then
     step "vLLM on port ${PORT:-8800} (first run installs it: a few minutes)"
-    vllm_pid="$(scripts/serve_vllm.sh --background | tail -n 1)"
+    vllm_pid="$(PID_FILE="$vllm_pidfile" scripts/serve_vllm.sh --background | tail -n 1)"
     export LLM_BASE_URL="http://127.0.0.1:${PORT:-8800}/v1"
     if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; } ||
         [[ "${VLLM_DEVICE:-auto}" == cpu ]]; then

@@ -1,0 +1,45 @@
+"""A stand-in for vLLM's OpenAI server for tests of the start scripts: answers ``/health`` and
+``/v1/models`` on ``--port`` and writes its PID to ``$FAKE_VLLM_PIDFILE``. Takes (and ignores)
+the rest of vLLM's command line, so that ``scripts/serve_vllm.sh`` can start it as vLLM."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            body = b""
+        elif self.path == "/v1/models":
+            body = json.dumps({"object": "list", "data": [{"id": "fake"}]}).encode()
+        else:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-m")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    _, _ = parser.parse_known_args()
+    args, _ = parser.parse_known_args()
+    if pidfile := os.environ.get("FAKE_VLLM_PIDFILE"):
+        with open(pidfile, "w") as out:
+            out.write(str(os.getpid()))
+    ThreadingHTTPServer((args.host, args.port), _Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
