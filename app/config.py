@@ -84,7 +84,7 @@ class Settings(BaseSettings):
     embedding_confirm_max: int = Field(16, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
-    retrieval_k: int = Field(5, ge=0, le=20)  # candidates the model chooses among
+    retrieval_k: int = Field(3, ge=0, le=20)  # candidates the model chooses among
     # Recent query vectors and search results kept (0: none), and how long results stay.
     retrieval_cache_size: int = Field(2048, ge=0)
     retrieval_cache_seconds: float = Field(600.0, gt=0)

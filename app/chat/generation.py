@@ -120,6 +120,12 @@ async def generate(
             yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
             return
         answer = read
+        if answer.challenges or plan.composition != "descriptions":
+            # Fewer challenges than asked for (a repeat was dropped): the next candidates.
+            items, added = _fill_up(answer.challenges, plan, guard)
+            if added:
+                yield Delta(added)
+                answer = Answer(recommend=answer.recommend, challenges=items)
     titles = [item.title for item in answer.challenges]
     await sessions.record(
         plan.session_id,
@@ -158,23 +164,31 @@ def _salvage(partial: Answer, plan: TurnPlan, guard: RepetitionGuard) -> tuple[A
     ``guard`` has shown is passed over: the model often loops on text it copied from that very
     item."""
     recommend = _without_repeats(partial.recommend) or _SALVAGE_RECOMMEND
-    # The items as they were shown: the close matches the display text.
-    items = list(partial.challenges[: plan.max_picks])
+    items, added = _fill_up(partial.challenges, plan, guard)
+    return Answer(recommend=recommend, challenges=items), added
+
+
+def _fill_up(
+    shown: Sequence[ChallengeItem], plan: TurnPlan, guard: RepetitionGuard
+) -> tuple[list[ChallengeItem], str]:
+    """``shown`` (as it was shown: the close matches the display text), filled up to the
+    plan's number of challenges with the candidates not shown, best first; and the display
+    text the filling adds. A candidate that repeats a sentence the stream's ``guard`` has shown
+    is passed over: a model often loops on text it copied from that very item."""
+    items = list(shown[: plan.max_picks])
     added: list[str] = []
-    for hit in _fill(plan.candidates, items):
+    titles = {item.title for item in items}
+    for hit in plan.candidates:
         if len(items) >= max(plan.min_picks, 1):
             break
+        if hit.document.title in titles:
+            continue
         description = _description(hit, plan)
         if any(guard.has_shown(sentence) for sentence in sentences(description)):
             continue
         items.append(ChallengeItem(title=hit.document.title, description=description))
         added.append(f"\n\n{hit.document.title}\n{description}")
-    return Answer(recommend=recommend, challenges=items), "".join(added)
-
-
-def _fill(candidates: Sequence[Hit], items: Sequence[ChallengeItem]) -> list[Hit]:
-    shown = {item.title for item in items}
-    return [hit for hit in candidates if hit.document.title not in shown]
+    return items, "".join(added)
 
 
 def _description(hit: Hit, plan: TurnPlan) -> str:
