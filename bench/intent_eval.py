@@ -140,7 +140,7 @@ class PrototypeClassifier(IntentClassifier):
         weights /= weights.sum()
         return {act: float(w) for act, w in zip(Act, weights, strict=True)}
 
-    def topic_category(self, vector: np.ndarray) -> Category:
+    def topic_category(self, vector: np.ndarray, evidence: Evidence | None = None) -> Category:
         return tuple(Category)[int(np.argmax(self._cat_means @ vector))]
 
 
@@ -171,7 +171,7 @@ class LogRegClassifier(IntentClassifier):
         }
         return {act: scores.get(act, 0.0) for act in Act}
 
-    def topic_category(self, vector: np.ndarray) -> Category:
+    def topic_category(self, vector: np.ndarray, evidence: Evidence | None = None) -> Category:
         return Category[str(self._cat_model.predict(vector[None, :])[0])]
 
 

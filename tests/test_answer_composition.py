@@ -131,6 +131,7 @@ async def test_more_brings_new_challenges_and_among_stays_among_the_last(
     offered = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
     assert set(offered) == set(_titles(more)), "chosen among the ones just shown"
     assert schema["properties"]["challenges"]["minItems"] == 1
+    assert schema["properties"]["challenges"]["maxItems"] == 1
 
 
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(

@@ -352,8 +352,9 @@ class RecommendationService:
             candidates=tuple(prompt.candidates),
             messages=tuple(answer_messages(prompt, composition, examples=settings.prompt_examples)),
             composition=composition,
+            # "그 중에 제일 쉬운 건?": the one that answers it, not the same list again.
             min_picks=1 if among else min(picks, len(prompt.candidates)) or 1,
-            max_picks=picks,
+            max_picks=1 if among else picks,
             grounded=settings.llm_grounded_titles and bool(prompt.candidates),
             user_text=user_text,
             recommend=recommend,

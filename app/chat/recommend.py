@@ -29,39 +29,47 @@ _WORK = {
     "영업직": "외근이 많은 영업직으로 일하시는",
     "재택근무": "집에서 일하시는",
 }
-#: Why the category's challenges are worth it: a second sentence per category, two variants.
-_WHY: dict[Category, tuple[str, str]] = {
+#: Why the category's challenges are worth it: a second sentence per category, in variants.
+_WHY: dict[Category, tuple[str, ...]] = {
     Category.ZERO_WASTE: (
         "작은 습관 하나가 버려지는 쓰레기를 눈에 띄게 줄여 줘요.",
         "한 번 쓰고 버리던 것부터 하나씩 바꿔 보세요.",
+        "익숙해지면 따로 애쓰지 않아도 이어 가는 습관이 돼요.",
     ),
     Category.PLOGGING: (
         "걷거나 달리는 김에 동네도 한결 깨끗해져요.",
         "장갑과 봉투 하나면 오늘 바로 시작할 수 있어요.",
+        "주운 만큼 눈에 보이니 하는 재미도 커요.",
     ),
     Category.CARBON_FOOTPRINT: (
         "매일 움직이고 먹는 방식만 바꿔도 탄소가 꾸준히 줄어요.",
         "익숙한 이동과 소비를 조금씩 바꾸는 데서 시작해 보세요.",
+        "작은 선택이 쌓이면 한 해 동안 꽤 큰 차이가 돼요.",
     ),
     Category.ENERGY_SAVING: (
         "아낀 전기는 요금으로도 돌아와요.",
         "스위치 하나, 설정 하나부터 바꿔 보세요.",
+        "한 번 바꿔 두면 매일 저절로 아껴지는 것들이에요.",
     ),
     Category.UPCYCLING: (
         "버리려던 물건이 쓸모 있는 물건으로 다시 태어나요.",
         "집에 있는 재료로 부담 없이 시작해 보세요.",
+        "만드는 재미에 쓰레기까지 줄어드니 일석이조예요.",
     ),
     Category.MEDIA: (
         "함께 보고 나누면 실천이 더 오래가요.",
         "좋은 이야기를 나누는 것도 훌륭한 환경 실천이에요.",
+        "혼자보다 여럿이 할 때 더 멀리 퍼져요.",
     ),
     Category.DIGITAL_CARBON: (
         "화면 속 습관을 바꾸는 것도 탄소를 줄이는 실천이에요.",
         "설정 몇 가지만 바꿔도 오늘부터 효과가 있어요.",
+        "눈에 보이지 않는 전기도 쌓이면 적지 않아요.",
     ),
     Category.VEGAN: (
         "한 끼씩 바꿔 가면 부담 없이 이어 갈 수 있어요.",
         "맛있게 즐길 수 있는 것부터 골라 시작해 보세요.",
+        "새로운 맛을 알아 가는 즐거움도 함께 누려 보세요.",
     ),
 }
 
@@ -119,5 +127,6 @@ def compose_recommend(opening: Opening) -> str:
         first = f"{who}께 맞는 {label} 챌린지를 골라 봤어요."
     else:
         first = f"말씀하신 고민에 어울리는 {label} 챌린지를 골라 봤어요."
-    why = _WHY[opening.category][opening.turn % 2]
+    variants = _WHY[opening.category]
+    why = variants[opening.turn % len(variants)]
     return f"{first} {why}"
