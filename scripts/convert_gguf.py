@@ -2,6 +2,7 @@
 """Convert a (quantised) GGUF chat model into a plain Hugging Face folder vLLM can serve.
 
     python scripts/convert_gguf.py GGUF_FILE OUT_DIR [--dtype bfloat16|float16|float32]
+                                   [--chat-template FILE]
 
 Run it with the vLLM venv's python (it needs torch, transformers and the ``gguf`` package;
 ``scripts/fetch_default_model.sh`` installs ``gguf`` there). What it does:
@@ -15,9 +16,12 @@ Run it with the vLLM venv's python (it needs torch, transformers and the ``gguf`
 3. ``AutoTokenizer.from_pretrained(dir, gguf_file=name)`` rebuilds the fast BPE tokenizer from the
    GGUF vocabulary/merges; the chat template comes from the GGUF ``tokenizer.chat_template`` key
    (checked: the script fails when there is none and the model is a Qwen chat model without
-   one). Saved with ``save_pretrained`` (tokenizer.json, tokenizer_config.json with the template).
+   one), or from ``--chat-template FILE``, which replaces it: for GGUFs that carry none, such as
+   the Gemma 3 270M one (``scripts/chat_templates/gemma3.jinja``, Google's Gemma 3 template).
+   Saved with ``save_pretrained`` (tokenizer.json, tokenizer_config.json with the template).
 4. Writes ``generation_config.json`` whose ``eos_token_id`` lists both the chat end token
-   (``<|im_end|>``) and ``<|endoftext|>``, as the upstream Qwen2.5 instruct checkpoints do.
+   (``<|im_end|>``) and ``<|endoftext|>``, as the upstream Qwen2.5 instruct checkpoints do
+   (Gemma: ``<eos>`` and, when the template uses it, ``<end_of_turn>``).
    Sampling defaults are left out on purpose: the gateway sends its own.
 
 The work happens in ``OUT_DIR.tmp-<pid>``, which is renamed to OUT_DIR at the end, so an
@@ -51,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("gguf_file", type=Path)
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    ap.add_argument(
+        "--chat-template",
+        type=Path,
+        default=None,
+        help="a Jinja chat template file to use instead of the GGUF's (needed when it has none)",
+    )
     args = ap.parse_args(argv)
 
     gguf_file: Path = args.gguf_file.resolve()
@@ -60,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if out_dir.exists():
         log(f"ERROR: {out_dir} exists already; remove it first")
+        return 2
+    if args.chat_template is not None and not args.chat_template.is_file():
+        log(f"ERROR: no such chat template file: {args.chat_template}")
         return 2
 
     t0 = time.monotonic()
@@ -113,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         log("building the tokenizer from the GGUF vocabulary")
         t3 = time.monotonic()
         tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+        if args.chat_template is not None:
+            log(f"chat template from {args.chat_template} (replaces the GGUF's, if any)")
+            tok.chat_template = args.chat_template.read_text(encoding="utf-8")
         template = tok.chat_template
         if isinstance(template, dict):  # named templates: the default one is what matters
             template = template.get("default")
@@ -130,7 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         t_tok = time.monotonic() - t3
 
         eos_ids: list[int] = []
-        for t in ("<|im_end|>", "<|endoftext|>"):
+        end_tokens = ["<|im_end|>", "<|endoftext|>"]
+        if template and "<end_of_turn>" in template:  # Gemma: a turn ends with <end_of_turn>
+            end_tokens.append("<end_of_turn>")
+        for t in end_tokens:
             i = tok.convert_tokens_to_ids(t)
             if isinstance(i, int) and i != tok.unk_token_id and i not in eos_ids:
                 eos_ids.append(i)
@@ -143,12 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         )
         gen.save_pretrained(str(tmp))  # replaces the one save_pretrained derived from the config
 
-        # Sanity check: the saved template renders a Korean chat prompt the Qwen way.
-        probe = tok.apply_chat_template(
-            [{"role": "user", "content": "안녕하세요"}], tokenize=False, add_generation_prompt=True
-        )
-        if is_qwen and not probe.rstrip().endswith("<|im_start|>assistant"):
-            raise SystemExit(f"unexpected chat prompt rendering: {probe!r}")
+        # Sanity check: the saved template renders a Korean chat prompt the Qwen (or Gemma) way.
+        if template:
+            probe = tok.apply_chat_template(
+                [{"role": "user", "content": "안녕하세요"}],
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            if is_qwen and not probe.rstrip().endswith("<|im_start|>assistant"):
+                raise SystemExit(f"unexpected chat prompt rendering: {probe!r}")
+            if "<start_of_turn>" in template and not probe.endswith("<start_of_turn>model\n"):
+                raise SystemExit(f"unexpected chat prompt rendering: {probe!r}")
 
         umask = os.umask(0)
         os.umask(umask)
