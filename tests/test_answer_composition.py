@@ -155,3 +155,20 @@ async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     assert titles == [candidates[2], candidates[0], candidates[1]]
     assert result.text.count(candidates[1]) == 1  # only where the filling shows it
     assert all(c["description"] == CATALOGUE[c["title"]].body for c in answer["challenges"])
+
+
+async def test_another_field_is_one_with_challenges_that_fit(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # 산 / 영업직 has no fitting challenge in two categories: "another field" never lands there.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    for n in range(6):
+        session = {"sessionId": f"c5-{n}"}
+        base = {**session, "location": "산", "workType": "영업직", "category": "VEGAN"}
+        _answer(await read_stream(http, BASE, base))
+        other = _answer(
+            await read_stream(http, FREE, {**session, "message": "아예 다른 분야로 추천해줘"})
+        )
+        assert {c["category"] for c in other["challenges"]} - {"VEGAN"}
+        for title in _titles(other):
+            assert "산" in CATALOGUE[title].locations and "영업직" in CATALOGUE[title].work_types

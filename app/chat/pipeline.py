@@ -64,6 +64,8 @@ _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
+#: Documents fitting the situation looked at to see which other categories still have some.
+_ANOTHER_FIELD_K = 60
 #: Tokens each composition needs at most: three titles of up to about 30 tokens in JSON; plus a
 #: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
 #: plus three descriptions.
@@ -282,12 +284,28 @@ class RecommendationService:
             among = await self._search(query, Scope(only=frozenset(last)), k=len(last))
             if among:
                 return state.category or among[0].document.category, among
-        category = _next_category(intent, state)
+        if kind is IntentKind.ANOTHER:
+            category: Category | None = await self._another_field(query, state)
+        else:
+            category = _next_category(intent, state)
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the
             # model's).
             category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
         return await self._fitting(query, category, state, more=kind is IntentKind.MORE)
+
+    async def _another_field(self, query: _Query, state: SessionState) -> Category:
+        """"아예 다른 분야로": a category the user has not been in (neither the current nor
+        base-info's), at random among those that still hold challenges fitting the user's
+        situation and not shown yet (some situations fit none in some categories)."""
+        seen = {state.category, state.base_category}
+        others = [c for c in Category if c not in seen]
+        if state.location and state.work_type:
+            scope = Scope(None, state.location, state.work_type, exclude=state.shown)
+            hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
+            fitting = {hit.document.category for hit in hits} - seen
+            others = [c for c in others if c in fitting] or others
+        return random.choice(others)
 
     async def _fitting(
         self, query: _Query, category: Category, state: SessionState, *, more: bool
@@ -447,9 +465,4 @@ def _next_category(intent: Intent, state: SessionState) -> Category | None:
         return intent.category
     if kind is IntentKind.BACK_TO_BASE:
         return state.base_category or state.category
-    if kind is IntentKind.ANOTHER:
-        # Something the user has not seen in this session: neither the current category nor
-        # the one picked in base-info.
-        seen = {state.category, state.base_category}
-        return random.choice([c for c in Category if c not in seen])
     return state.category
