@@ -112,10 +112,38 @@ class Settings(BaseSettings):
     # On SIGTERM: open streams get this long to finish, then an `error` 503 ends the rest.
     shutdown_grace_seconds: float = Field(20.0, ge=0)
 
-    # --- HTTP, limits ---
+    # --- HTTP, limits --- (who may call, and how much: docs/security.md)
     cors_allow_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Set: every API caller needs one of these keys (401 otherwise, before any bucket is made).
     api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
-    api_keys_exempt_browsers: bool = True  # same-origin / CORS_ALLOW_ORIGINS pages need no key
+    # Keys of a relay (the Spring backend): valid keys whose client gets the larger share below.
+    relay_api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
+    # Under keys, the built-in chat page gets a signed visitor token (a cookie) with the page.
+    page_tokens: bool = True
+    # Its HMAC key; None: derived from the keys (the same on every process that has them).
+    page_token_secret: SecretStr | None = None
+    page_token_ttl_seconds: float = Field(3600.0, gt=0)  # renewed while the visitor chats
+    # Of MAX_CONCURRENT_GENERATIONS: what one client (a key, a trusted forwarded client, an
+    # address) may hold at once; a relay key; and all page visitors together (under keys).
+    client_generations_share: float = Field(0.5, gt=0, le=1)
+    relay_generations_share: float = Field(0.9, gt=0, le=1)
+    page_generations_share: float = Field(0.5, gt=0, le=1)
+    # Without keys the feedback results stream (every member's text) is for loopback callers only.
+    feedback_results_public: bool = False
+    # Under keys, /metrics and /docs, /redoc, /openapi.json need a key unless made public here.
+    metrics_public: bool = False
+    docs_public: bool = False
+    # Host header allow-list (starlette's TrustedHostMiddleware); empty: any host.
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Request bounds: POST bodies (413 while reading), a body's whole upload, and (with the
+    # protocol scripts/run.sh starts uvicorn with) the request line and headers.
+    chat_body_max_bytes: int = Field(16 * 1024, ge=1024)
+    feedback_body_max_bytes: int = Field(2 * 1024 * 1024, ge=1024)
+    request_body_timeout_seconds: float = Field(10.0, gt=0)
+    request_header_timeout_seconds: float = Field(10.0, gt=0)
+    request_header_max_bytes: int = Field(32 * 1024, ge=1024)
+    # Rate-limit identities (users and clients) tracked at once; the oldest is forgotten first.
+    rate_limit_max_identities: int = Field(100_000, ge=100)
     # Per user (a sessionId within its client) and per client (API key, else address); 0: off.
     rate_limit_per_minute: float = Field(60.0, ge=0)
     rate_limit_burst: int = Field(20, ge=1)
@@ -175,13 +203,21 @@ class Settings(BaseSettings):
         "redis_url",
         "feedback_callback_url",
         "feedback_callback_token",
+        "page_token_secret",
         mode="before",
     )
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("cors_allow_origins", "api_keys", "trusted_proxies", mode="before")
+    @field_validator(
+        "cors_allow_origins",
+        "api_keys",
+        "relay_api_keys",
+        "trusted_proxies",
+        "allowed_hosts",
+        mode="before",
+    )
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

@@ -20,21 +20,48 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestIdMiddleware", "current_request_id", "setup_logging"]
+__all__ = [
+    "RequestIdMiddleware",
+    "bound_request_id",
+    "current_request_id",
+    "request_id_of",
+    "setup_logging",
+]
 
 _REQUEST_ID: ContextVar[str | None] = ContextVar("request_id", default=None)
 _SANE_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _HANDLER_NAME = "gateway"
+_SCOPE_KEY = "eco.request_id"  # also kept in the scope, for the 500 handler outside this middleware
 
 
 def current_request_id() -> str:
     """The id of the request being served (a fresh one outside a request)."""
     return _REQUEST_ID.get() or uuid.uuid4().hex
+
+
+def request_id_of(scope: Scope) -> str | None:
+    """The id :class:`RequestIdMiddleware` gave the request of ``scope``. Starlette answers an
+    unhandled exception outside every middleware of the app, after this one has returned:
+    there the scope still has it, the context variable no longer does."""
+    value = scope.get(_SCOPE_KEY)
+    return value if isinstance(value, str) else None
+
+
+@contextmanager
+def bound_request_id(request_id: str | None) -> Iterator[None]:
+    """Log lines written inside carry ``request_id`` (the 500 handler's, see above)."""
+    token = _REQUEST_ID.set(request_id)
+    try:
+        yield
+    finally:
+        _REQUEST_ID.reset(token)
 
 
 class RequestIdMiddleware:
@@ -49,6 +76,7 @@ class RequestIdMiddleware:
             return
         given = dict(scope["headers"]).get(b"x-request-id", b"")
         request_id = given.decode() if _SANE_ID.fullmatch(given) else uuid.uuid4().hex
+        scope[_SCOPE_KEY] = request_id
         token = _REQUEST_ID.set(request_id)
 
         async def send_with_id(message: Message) -> None:

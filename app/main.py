@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app.chat.intent_bank import build_intents
 from app.chat.pipeline import RecommendationService
@@ -29,15 +29,18 @@ from app.domain.events import envelope
 from app.feedback.service import open_feedback
 from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
-from app.logs import RequestIdMiddleware, setup_logging
+from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
 from app.streams.open import open_stream_hub
+from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.deps import ChatContext
+from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
 from app.web.limits import open_limits
 from app.web.routers import feedback as feedback_routes
 from app.web.routers import health, page, recommendation
+from app.web.shares import GenerationShares
 
 __all__ = ["create_app"]
 
@@ -53,10 +56,13 @@ GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (Python's d
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
+    access = Access(settings)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         setup_logging(settings.log_level, settings.log_format)
+        if (warning := exposure_warning(settings)) is not None:
+            log.warning(warning)
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
         async with (
@@ -109,8 +115,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "settings": settings,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
-                "chat": ChatContext(service, limits, settings, metrics, streams),
+                "chat": ChatContext(
+                    service, limits, settings, metrics, streams, access, GenerationShares(settings)
+                ),
                 "feedback": feedback,
+                "access": access,
             }
 
     app = FastAPI(
@@ -118,6 +127,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Streams eco-challenge recommendations from vLLM over Server-Sent Events.",
         version="0.1.0",
         lifespan=lifespan,
+        # No redirect built from the Host header ("/health/" -> "http://<Host>/health"): a
+        # path that is not a route is a 404.
+        redirect_slashes=False,
+    )
+    # Added innermost first: the request meets them in the opposite order.
+    gated = set()
+    if access.keys_required and not settings.metrics_public:
+        gated.add("/metrics")
+    if access.keys_required and not settings.docs_public:
+        gated |= DOCS_PATHS
+    if gated:
+        app.add_middleware(KeyGate, access=access, paths=gated)
+    app.add_middleware(
+        BodyGuard,
+        limit_for=lambda path: (
+            settings.feedback_body_max_bytes
+            if path == "/ai/feedback"
+            else settings.chat_body_max_bytes
+        ),
+        timeout=settings.request_body_timeout_seconds,
     )
     if settings.cors_allow_origins:
         app.add_middleware(
@@ -127,9 +156,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["*"],
             expose_headers=["x-session-id", "x-request-id"],
         )
-    if settings.trusted_proxies:
-        # The client behind a trusted proxy is the one it forwards (rate limits, logs).
-        app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxies)
+    # The client's address (the one a trusted proxy forwards), before anything reads it.
+    app.add_middleware(
+        PeerMiddleware, trusted_proxies=settings.trusted_proxies, keys=access.keys_required
+    )
+    if settings.allowed_hosts:
+        # Starlette's check, without its www. redirect (built from the Host header).
+        app.add_middleware(
+            TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts, www_redirect=False
+        )
     app.add_middleware(RequestIdMiddleware)
     app.include_router(recommendation.router)
     app.include_router(health.router)
@@ -138,7 +173,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        error = BadInput(str(exc.errors())[:500])
+        # The locations only: the input itself may be anything (huge, or nested too deep to print).
+        where = [".".join(str(part) for part in error["loc"])[:80] for error in exc.errors()[:5]]
+        log.info("request refused (400): invalid %s", ", ".join(where))
+        error = BadInput()
         return JSONResponse(envelope(400, error.message, None), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
@@ -152,10 +190,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
 
     @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error", exc_info=exc)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # Outside every middleware: the request id comes from the scope (app/logs.py).
+        request_id = request_id_of(request.scope)
+        with bound_request_id(request_id):
+            log.exception("unhandled error", exc_info=exc)
         error = InternalFailure()
-        return JSONResponse(envelope(500, error.message, None), status_code=500)
+        headers = {"x-request-id": request_id} if request_id else None
+        return JSONResponse(envelope(500, error.message, None), status_code=500, headers=headers)
 
     return app
 

@@ -80,10 +80,24 @@ MSG
 # own limit is the backstop for anything else still open (a POST) a little after that.
 shutdown_timeout="$(.venv/bin/python -c 'import math; from app.config import Settings
 print(math.ceil(Settings().shutdown_grace_seconds) + 10)')"
-# As docs/deployment.md recommends: uvloop and httptools (C event loop and HTTP parser).
+case "$GATEWAY_HOST" in
+    127.*|localhost|::1|'[::1]') ;;
+    *)
+        if [[ -z "${API_KEYS:-}${RELAY_API_KEYS:-}" ]]; then
+            {
+                printf '\n!!! WARNING: the gateway listens on %s WITHOUT API_KEYS: anyone who\n' \
+                    "$GATEWAY_HOST"
+                printf '!!! reaches it gets answers and can poll feedback jobs. Set API_KEYS\n'
+                printf '!!! (docs/security.md), or GATEWAY_HOST=127.0.0.1 behind the relay.\n\n'
+            } >&2 2>/dev/null || true
+        fi
+        ;;
+esac
+# As docs/deployment.md recommends: uvloop and httptools (C event loop and HTTP parser), the
+# latter with the bounds on a request's head that uvicorn lacks (app/web/http_guard.py).
 # --no-proxy-headers: the app reads X-Forwarded-For itself, from TRUSTED_PROXIES only.
 .venv/bin/uvicorn app.main:app --host "$GATEWAY_HOST" --port "$GATEWAY_PORT" \
-    --loop uvloop --http httptools \
+    --loop uvloop --http app.web.http_guard:GuardedHttpToolsProtocol \
     --timeout-graceful-shutdown "$shutdown_timeout" --no-proxy-headers &
 gateway_pid=$!
 wait "$gateway_pid"

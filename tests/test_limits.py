@@ -1,4 +1,5 @@
-"""Rate limits per user and per client, in memory and shared through a real Redis."""
+"""Rate limits per user and per client, in memory and shared through a real Redis; the
+caller each request is counted as (``app.web.access``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from starlette.requests import Request
 
 from app.config import Settings
-from app.domain.errors import RateLimited
+from app.domain.errors import RateLimited, Unauthorized
+from app.web.access import Access, Caller
 from app.web.limits import Limits, open_limits, rate_items
 from tests.support.redis_server import redis_server
 
@@ -31,8 +33,17 @@ def _settings(**overrides: object) -> Settings:
     return Settings(**(base | overrides))  # type: ignore[arg-type]
 
 
-async def _admitted(limits: Limits, request: Request, session: str, times: int) -> list[bool]:
-    return [await limits.admit(request, session) is None for _ in range(times)]
+def _caller(request: Request, settings: Settings | None = None) -> Caller:
+    caller = Access(settings or _settings()).identify(request)
+    assert isinstance(caller, Caller), caller
+    return caller
+
+
+async def _admitted(
+    limits: Limits, request: Request, session: str, times: int, settings: Settings | None = None
+) -> list[bool]:
+    caller = _caller(request, settings)
+    return [await limits.admit(caller, session) is None for _ in range(times)]
 
 
 def test_a_bucket_is_kept_as_its_burst_and_its_rate() -> None:
@@ -47,17 +58,58 @@ async def test_users_of_one_client_count_apart_and_the_client_as_a_whole() -> No
     relay = _request()
     assert await _admitted(limits, relay, "a", 3) == [True, True, False]
     assert await _admitted(limits, relay, "b", 3) == [True, True, False]
-    refusal = await limits.admit(relay, "c")  # the client's 5th admitted: its burst is 4
+    refusal = await limits.admit(_caller(relay), "c")  # the client's 5th admitted: its burst is 4
     assert isinstance(refusal, RateLimited) and refusal.retry_after is not None
     assert 1 <= refusal.retry_after <= 20  # refilled within 20 s
-    assert await limits.admit(_request("10.0.0.2"), "a") is None  # another client
+    assert await limits.admit(_caller(_request("10.0.0.2")), "a") is None  # another client
 
 
 async def test_an_api_key_is_the_client_whatever_its_address() -> None:
-    limits = Limits(_settings(client_rate_limit_burst=2, client_rate_limit_per_minute=2))
-    first = await _admitted(limits, _request("10.0.0.1", key="k"), "a", 1)
-    second = await _admitted(limits, _request("10.0.0.2", key="k"), "b", 2)
+    settings = _settings(client_rate_limit_burst=2, client_rate_limit_per_minute=2, api_keys="k")
+    limits = Limits(settings)
+    first = await _admitted(limits, _request("10.0.0.1", key="k"), "a", 1, settings)
+    second = await _admitted(limits, _request("10.0.0.2", key="k"), "b", 2, settings)
     assert first + second == [True, True, False]
+
+
+async def test_without_api_keys_a_made_up_key_is_no_new_client() -> None:
+    # Finding 2: each new X-API-Key value used to be a client with fresh buckets.
+    limits = Limits(_settings(client_rate_limit_burst=3, client_rate_limit_per_minute=3))
+    admitted = [
+        await limits.admit(_caller(_request("10.0.0.1", key=f"made-up-{n}")), f"s{n}") is None
+        for n in range(5)
+    ]
+    assert admitted == [True, True, True, False, False]
+
+
+def test_with_api_keys_an_unknown_key_is_refused_before_any_bucket() -> None:
+    access = Access(_settings(api_keys="k"))
+    assert isinstance(access.identify(_request(key="guess")), Unauthorized)
+    assert isinstance(access.identify(_request()), Unauthorized)
+    forged = Request(
+        {
+            "type": "http",
+            "client": ("10.0.0.1", 1),
+            "headers": [(b"sec-fetch-site", b"same-origin"), (b"origin", b"http://a.example")],
+        }
+    )
+    assert isinstance(access.identify(forged), Unauthorized), "no header stands in for a key"
+
+
+async def test_the_identities_kept_are_bounded_the_oldest_forgotten_first() -> None:
+    limits = Limits(_settings(rate_limit_max_identities=100))
+    for n in range(300):
+        await limits.admit(_caller(_request(f"10.0.{n // 250}.{n % 250}")), "s")
+    assert limits.tracked == 100
+
+    async def admitted(address: str) -> list[bool]:  # each its own user: the client's burst
+        caller = _caller(_request(address))
+        return [await limits.admit(caller, f"t{n}") is None for n in range(5)]
+
+    # The most recent client is still counted (1 of its burst of 4 used); the oldest was
+    # forgotten, its counters cleared: it starts again.
+    assert await admitted("10.0.1.49") == [True, True, True, False, False]
+    assert await admitted("10.0.0.0") == [True, True, True, True, False]
 
 
 async def test_zero_turns_a_limit_off() -> None:
@@ -83,4 +135,21 @@ async def test_an_unreachable_redis_admits_instead_of_failing(tmp_path: Path) ->
     with redis_server(tmp_path) as url:
         port = url.rsplit(":", 1)[1].split("/")[0]
     async with open_limits(_settings(redis_url=f"redis://127.0.0.1:{port}/0")) as limits:
-        assert await limits.admit(_request(), "a") is None  # the server is stopped now
+        caller = _caller(_request())
+        assert await limits.admit(caller, "a") is None  # the server is stopped now
+
+
+async def test_with_redis_the_counters_kept_are_bounded_too(redis_url: str) -> None:
+    from redis.asyncio import Redis
+
+    settings = _settings(redis_url=redis_url, rate_limit_max_identities=100)
+    async with open_limits(settings) as limits:
+        for n in range(300):
+            await limits.admit(_caller(_request(f"10.9.{n // 250}.{n % 250}")), "s")
+    client = Redis.from_url(redis_url)
+    try:
+        keys = [key async for key in client.scan_iter(match="*10.9.*")]
+    finally:
+        await client.aclose()
+    # Two windows (burst and minute) per user and per client tracked, no more.
+    assert 0 < len(keys) <= 2 * 100, len(keys)

@@ -48,7 +48,7 @@ def _metric(text: str, name: str, labels: str = "") -> float:
     return float(match.group(1)) if match else 0.0
 
 
-async def test_api_key_is_required_of_callers_but_not_of_the_page(
+async def test_api_key_is_required_of_callers_and_the_page_gets_in_by_its_token(
     limited_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
 ) -> None:
     async with httpx.AsyncClient(base_url=limited_gateway.url, timeout=30) as http:
@@ -61,8 +61,12 @@ async def test_api_key_is_required_of_callers_but_not_of_the_page(
 
         bearer = await http.post(BASE, json=PARAMS, headers={"authorization": f"Bearer {KEY}"})
         assert bearer.status_code == 200
-        # The chat page's EventSource: the browser marks it same-origin.
-        page = await http.get(BASE, params=PARAMS, headers={"sec-fetch-site": "same-origin"})
+        # A header any script can send is no key (docs/security.md)...
+        forged = await http.get(BASE, params=PARAMS, headers={"sec-fetch-site": "same-origin"})
+        assert forged.status_code == 200 and '"status":401' in forged.text.replace(" ", "")
+        # ...the chat page gets in by the visitor token it is served with (a cookie).
+        assert (await http.get("/")).headers["set-cookie"].startswith("eco_page=")
+        page = await http.get(BASE, params=PARAMS)
         assert page.status_code == 200 and "event: close" in page.text
 
 

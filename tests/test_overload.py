@@ -26,6 +26,7 @@ def small_gateway(upstream: ScriptedUpstreamThread, store_path: str) -> Iterator
         "LLM_BASE_URL": upstream.base_url,
         "QDRANT_PATH": store_path,
         "MAX_CONCURRENT_GENERATIONS": "2",
+        "CLIENT_GENERATIONS_SHARE": "1",  # the global limit, with one client allowed all of it
     }
     with GatewayProcess(env) as gateway:
         yield gateway

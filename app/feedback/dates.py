@@ -13,6 +13,12 @@ converted. Everything here returns aware datetimes in :data:`SEOUL`, so no compa
 feedback code ever mixes naive and aware values (what the system we replace got wrong).
 
 A date without a time means the whole day: as a start it is 00:00, as an end 23:59:59.999999.
+
+Every value must lie between 1970-01-01 and the end of 9999-12-31 in Seoul: what Python's
+datetime holds in any zone, and where Seoul's offsets are whole minutes, so a job's dates come
+back unchanged from JSON (Redis); Seoul's local mean time before 1908 is +08:27:52, which JSON
+keeps as +08:27. Anything else, numbers too large for a date included, is a ValueError, which
+pydantic reports as that field's 422, never an OverflowError's 500.
 """
 
 from __future__ import annotations
@@ -30,12 +36,24 @@ SEOUL = ZoneInfo("Asia/Seoul")
 WEEK = timedelta(days=7)
 _NANOS_PER_SECOND = 1_000_000_000
 _DATE_ONLY = re.compile(r"\d{4}-\d{2}-\d{2}")
+_EARLIEST = datetime(1970, 1, 1, tzinfo=SEOUL)
+_LATEST = datetime.combine(date(9999, 12, 31), time.max, tzinfo=SEOUL)
 
 
 def parse_moment(value: object, *, end_of_day: bool = False) -> datetime:
     """An ISO string or a Jackson array -> an aware datetime in Asia/Seoul.
 
     Raises ValueError (pydantic turns it into a validation error) for anything else."""
+    try:
+        moment = _parse(value, end_of_day)
+    except OverflowError:  # a year or an offset past what datetime holds
+        raise ValueError("date out of range") from None
+    if not _EARLIEST <= moment <= _LATEST:  # one zone object: compared without conversion
+        raise ValueError("date out of range (1970-01-01 .. 9999-12-31)")
+    return moment
+
+
+def _parse(value: object, end_of_day: bool) -> datetime:
     if isinstance(value, str):
         text = value.strip()
         if _DATE_ONLY.fullmatch(text):

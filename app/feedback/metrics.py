@@ -19,7 +19,7 @@ class FeedbackMetrics:
         self.jobs = Counter(
             "gateway_feedback_jobs",
             "feedback requests by outcome: accepted, duplicate (same Idempotency-Key), "
-            "queue_full (503), invalid (400/422)",
+            "key_reused (the key with another request: 422), queue_full (503), invalid (400/422)",
             ["outcome"],
             registry=r,
         )

@@ -2,14 +2,16 @@
 
 Request field names are the backend's (camelCase). Unknown fields are ignored, ``null``
 lists count as empty, and every list and text is bounded, so one request cannot make a
-prompt of any size. Validation errors name the offending fields as paths
+prompt of any size. Ids are the backend's ``Long``s: a number outside a signed 64-bit integer
+is refused, as the backend could never have sent it (``memberId`` is also not negative). Validation errors name the offending fields as paths
 (``groupChallenges[0].submissions[1].submittedAt``), for ``data.invalidFields``.
 """
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -29,6 +31,9 @@ __all__ = [
 MAX_CHALLENGES = 100
 MAX_SUBMISSIONS = 200
 MAX_TITLE_CHARS = 100
+JAVA_LONG_MAX = 2**63 - 1
+
+Long = Annotated[int, Field(ge=-(2**63), le=JAVA_LONG_MAX)]
 
 JobStatus = Literal["queued", "running", "done", "failed"]
 DeliveryStatus = Literal["none", "pending", "delivered", "dead_letter"]
@@ -39,7 +44,7 @@ class _Input(BaseModel):
 
 
 class PersonalChallenge(_Input):
-    id: int
+    id: Long
     title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
     isSuccess: bool
 
@@ -50,7 +55,7 @@ class Submission(_Input):
 
 
 class GroupChallenge(_Input):
-    id: int
+    id: Long
     title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
     startDate: StartDateTime
     endDate: EndDateTime
@@ -69,7 +74,7 @@ class GroupChallenge(_Input):
 
 
 class FeedbackRequest(_Input):
-    memberId: int = Field(ge=0)
+    memberId: int = Field(ge=0, le=JAVA_LONG_MAX)
     personalChallenges: list[PersonalChallenge] = Field(
         default_factory=list, max_length=MAX_CHALLENGES
     )
@@ -83,6 +88,11 @@ class FeedbackRequest(_Input):
     @property
     def empty(self) -> bool:
         return not self.personalChallenges and not self.groupChallenges
+
+    def fingerprint(self) -> str:
+        """The request as validated, hashed: two requests that mean the same have the same one
+        (spacing, key order, ISO or array dates, offsets aside)."""
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
 
 def invalid_fields(error: ValidationError) -> list[str]:

@@ -6,9 +6,12 @@
 run jobs).
 
 Accepting (``submit``): a known ``Idempotency-Key`` gives its job back, whatever the queue's
-state; else a full queue (``FEEDBACK_QUEUE_MAX`` jobs waiting) is a 503 with a retry hint; else
-a new job id is bound to the key (atomically: two requests with one key race to one job), its
-record written, and the job enqueued.
+state, if the request is the same (its validated fingerprint); the same key with another
+request is a 422, never merged into the first job (as the IETF Idempotency-Key draft has it).
+Else a full queue (``FEEDBACK_QUEUE_MAX`` jobs waiting) is a 503 with a retry hint; else a new
+job id is bound to the key (atomically: two requests with one key race to one job), its record
+written, and the job enqueued. The key as given here is already scoped by the web layer (per
+API key; a bare request id also by the request's fingerprint).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from redis.exceptions import RedisError
 from saq.queue.redis import RedisQueue
 
 from app.config import Settings
-from app.domain.errors import Overloaded
+from app.domain.errors import InvalidValue, Overloaded
 from app.feedback.dates import SEOUL
 from app.feedback.delivery import CallbackSender
 from app.feedback.generator import FeedbackGenerator
@@ -45,6 +48,7 @@ __all__ = ["FeedbackService", "open_feedback", "open_saq_runtime"]
 log = logging.getLogger(__name__)
 
 QUEUE_FULL_MESSAGE = "피드백 요청이 많아 지금은 받을 수 없어요. 잠시 후 다시 보내 주세요."
+KEY_REUSED_MESSAGE = "같은 Idempotency-Key로 다른 요청이 이미 접수되었어요. 새 키로 보내 주세요."
 UNAVAILABLE_MESSAGE = "피드백 작업 저장소에 연결할 수 없어요. 잠시 후 다시 보내 주세요."
 RETRY_AFTER_SECONDS = 10.0
 _MAX_MEMORY_JOBS = 100_000
@@ -74,7 +78,8 @@ class FeedbackService:
         self.metrics = metrics
 
     async def submit(self, request: FeedbackRequest, key: str | None) -> tuple[JobRecord, bool]:
-        """The job for this request and whether it is new; Overloaded (503) when full."""
+        """The job for this request and whether it is new; Overloaded (503) when full,
+        InvalidValue (422) when ``key`` names a job of another request."""
         try:
             return await self._submit(request, key)
         except (RedisError, OSError) as exc:
@@ -115,6 +120,13 @@ class FeedbackService:
         for _ in range(20):  # a twin request may be writing the record right now
             record = await self.store.get(job_id)
             if record is not None:
+                if record.request.fingerprint() != request.fingerprint():
+                    self.metrics.jobs.labels("key_reused").inc()
+                    raise InvalidValue(
+                        ["Idempotency-Key"],
+                        f"Idempotency-Key of job {job_id} reused with another request",
+                        message=KEY_REUSED_MESSAGE,
+                    )
                 self.metrics.jobs.labels("duplicate").inc()
                 return record
             await asyncio.sleep(0.01)

@@ -121,15 +121,16 @@ class SharedLog(Protocol):
         process's streams still generating."""
         ...
 
-    def started(self, stream_id: str) -> None: ...
+    def started(self, stream_id: str, owner: str) -> None: ...
 
     def record(self, stream_id: str, record: LoggedEvent) -> None: ...
 
     async def resume(
-        self, stream_id: str, after: int, drain_expired: anyio.Event
+        self, stream_id: str, after: int, drain_expired: anyio.Event, owner: str
     ) -> StreamSource | None:
         """A source for a stream another process generates; None when there is nothing to
-        send. ``drain_expired`` is set when this process's shutdown grace is over."""
+        send or the stream is not ``owner``'s. ``drain_expired`` is set when this process's
+        shutdown grace is over."""
         ...
 
     async def has_reader(self, stream_id: str) -> bool: ...

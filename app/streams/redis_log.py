@@ -13,6 +13,8 @@ they share a cluster slot::
     {prefix}{<streamId>}:reader   set while a reader in another process follows it: PX 3 s,
                                   refreshed every second; keeps a generation in its resume
                                   grace alive on the owner
+    {prefix}{<streamId>}:owner    who may resume it (an opaque hash of its client); expires
+                                  with the events
 
 Writes are batched: one pipeline per 50 ms for every stream of the process (not one round
 trip per token), so a slow Redis never slows a stream; a failed write is logged and dropped
@@ -54,6 +56,7 @@ class _Keys:
     events: str
     live: str
     reader: str
+    owner: str
 
 
 def _text(value: object) -> str:
@@ -86,7 +89,7 @@ class RedisStreamLog:
         self._redis = redis
         self._prefix = prefix
         self._ttl_ms = max(1, math.ceil(ttl_seconds * 1000))
-        self._started: set[str] = set()
+        self._started: dict[str, str] = {}  # stream id -> owner
         self._pending: dict[str, list[LoggedEvent]] = {}
         self._failing = False
 
@@ -99,14 +102,14 @@ class RedisStreamLog:
 
     def keys(self, stream_id: str) -> _Keys:
         base = f"{self._prefix}{{{stream_id}}}"
-        return _Keys(f"{base}:events", f"{base}:live", f"{base}:reader")
+        return _Keys(f"{base}:events", f"{base}:live", f"{base}:reader", f"{base}:owner")
 
     async def close(self) -> None:
         await self._redis.aclose()
 
     # ------------------------------------------------------------------ the owner's side
-    def started(self, stream_id: str) -> None:
-        self._started.add(stream_id)
+    def started(self, stream_id: str, owner: str) -> None:
+        self._started[stream_id] = owner
 
     def record(self, stream_id: str, record: LoggedEvent) -> None:
         self._pending.setdefault(stream_id, []).append(record)
@@ -126,9 +129,9 @@ class RedisStreamLog:
                 log.exception("stream log: write-behind failed")
 
     async def flush(self, refresh: list[str] | None = None) -> None:
-        started, self._started = self._started, set()
+        started, self._started = self._started, {}
         pending, self._pending = self._pending, {}
-        touched = started | pending.keys() | set(refresh or ())
+        touched = started.keys() | pending.keys() | set(refresh or ())
         if not touched:
             return
         pipe = self._redis.pipeline(transaction=False)
@@ -138,6 +141,11 @@ class RedisStreamLog:
             ended = any(record.terminal for record in records)
             if not ended:
                 pipe.set(keys.live, b"1", px=_LIVE_MS)
+            # The owner outlives the events a little: refreshed with them and with ``live``.
+            if stream_id in started:
+                pipe.set(keys.owner, started[stream_id], px=self._ttl_ms + _LIVE_MS)
+            else:
+                pipe.pexpire(keys.owner, self._ttl_ms + _LIVE_MS)
             for record in records:
                 fields = {"n": record.name, "s": record.status, "b": record.body}
                 pipe.xadd(keys.events, fields, id=f"0-{record.seq}")  # type: ignore[arg-type]
@@ -174,7 +182,7 @@ class RedisStreamLog:
 
     # ------------------------------------------------------------------ another process
     async def resume(
-        self, stream_id: str, after: int, drain_expired: anyio.Event
+        self, stream_id: str, after: int, drain_expired: anyio.Event, owner: str
     ) -> StreamSource | None:
         keys = self.keys(stream_id)
         try:
@@ -183,10 +191,13 @@ class RedisStreamLog:
             pipe.xrange(keys.events, f"0-{after + 1}", "+")
             pipe.xrevrange(keys.events, "+", "-", count=1)
             pipe.exists(keys.live)
-            backlog_raw, last_raw, live = await pipe.execute()
+            pipe.get(keys.owner)
+            backlog_raw, last_raw, live, owner_raw = await pipe.execute()
         except (RedisError, OSError) as exc:
             log.warning("stream log: Redis read failed (%s); cannot resume %s", exc, stream_id)
             return None
+        if owner_raw is None or _text(owner_raw) != owner:
+            return None  # not this caller's stream (or expired): the same answer
         backlog = _records(backlog_raw)
         last_records = _records(last_raw)
         last = last_records[0] if last_records else None

@@ -2,8 +2,8 @@
 
 ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in a worker thread, a
 thread hop per dependency per request for a one-line attribute read. The chat routes take one
-dependency, :class:`ChatContext`, not five: FastAPI resolves each dependency
-on every request, and these five are always used together."""
+dependency, :class:`ChatContext`, not seven: FastAPI resolves each dependency
+on every request, and these are always used together."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from app.chat.pipeline import RecommendationService
 from app.config import Settings
 from app.metrics import Metrics
 from app.streams.hub import StreamHub
+from app.web.access import Access
 from app.web.limits import Limits
+from app.web.shares import GenerationShares
 
 __all__ = ["ChatContext", "ChatDep", "MetricsDep", "chat_context"]
 
@@ -30,6 +32,8 @@ class ChatContext:
     settings: Settings
     metrics: Metrics
     streams: StreamHub
+    access: Access
+    shares: GenerationShares
 
 
 def chat_context(request: Request) -> ChatContext:

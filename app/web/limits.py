@@ -1,35 +1,39 @@
-"""Who may start a generation now: API key, rate limits per user and per client.
+"""How often a caller may ask: rate limits per user and per client.
 
-Checked in this order before any retrieval or upstream call; each refusal is one ``error``
-event (GET) or an HTTP status (POST) with a readable Korean message:
+Checked after the caller is known (``app.web.access``: an unknown key is a 401 before any
+bucket exists) and before any retrieval or upstream call; each refusal is one ``error`` event
+(GET) or an HTTP status (POST) with a readable Korean message:
 
-    API_KEYS set, no valid key (and not an allowed browser)          -> 401
-    more than RATE_LIMIT_PER_MINUTE from one user (its sessionId)    -> 429, retryAfterSeconds
+    more than RATE_LIMIT_PER_MINUTE from one user                    -> 429, retryAfterSeconds
     more than CLIENT_RATE_LIMIT_PER_MINUTE from one client           -> 429, retryAfterSeconds
 
-(Per-session concurrency, SESSION_MAX_CONCURRENT -> 429, is ``app.chat.slots``; the global
-MAX_CONCURRENT_GENERATIONS -> 503 lives in the pipeline.)
+(How many generations one client holds at once is ``app.web.shares``; per-session concurrency,
+SESSION_MAX_CONCURRENT -> 429, is ``app.chat.slots``; the global MAX_CONCURRENT_GENERATIONS ->
+503 lives in the pipeline.)
 
-A user is a chat window: its ``sessionId`` within its client. A client is its API key when it
-presents one, else its address; behind a proxy listed in TRUSTED_PROXIES the address is the
-one the proxy forwards (``X-Forwarded-For``, read by uvicorn's ProxyHeadersMiddleware, see
-``app.main``). A relay that serves many users from one address is therefore limited per user
-by the first limit, and as a whole by the second, whose default leaves room for a burst of a
-few hundred users.
+A user is a chat window: its ``sessionId`` within its client, or a page visitor. A client is
+its API key, else its address (the one a TRUSTED_PROXIES proxy forwards), see
+:class:`app.web.access.Caller`. A relay that serves many users from one address is therefore
+limited per user by the first limit, and as a whole by the second, whose default leaves room
+for a burst of a few hundred users. A reconnect (``Last-Event-ID``) counts like a request.
 
 Each limit is a token bucket's two promises kept as moving windows (the ``limits`` library):
 at most ``burst`` requests within the time the bucket takes to refill, and at most
 ``per_minute`` within a minute. The counters live in the process, or in Redis when REDIS_URL
 is set, so that all gateway processes share them. When Redis cannot be reached the request is
 admitted (logged): a rate limit must not take the service down with it.
+
+Bounded: each process tracks at most RATE_LIMIT_MAX_IDENTITIES users and clients at once; past
+it, the one seen least recently is forgotten (its counters cleared, in Redis too), as nginx's
+``limit_req`` zone does. Counters also expire by themselves a minute after their last request.
 """
 
 from __future__ import annotations
 
-import hmac
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -37,10 +41,10 @@ from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 from redis.asyncio import ConnectionPool
-from starlette.requests import HTTPConnection
 
 from app.config import Settings
-from app.domain.errors import GatewayError, RateLimited, Unauthorized
+from app.domain.errors import RateLimited
+from app.web.access import Caller
 
 __all__ = ["Limits", "open_limits", "rate_items"]
 
@@ -77,13 +81,19 @@ class _RateLimit:
                 return max(1.0, stats.reset_time - time.time())
         return 0.0
 
+    @property
+    def on(self) -> bool:
+        return bool(self._items)
+
+    async def forget(self, identity: str) -> None:
+        for item in self._items:
+            await self._limiter.clear(item, self.name, identity)
+
 
 class Limits:
     """The checks of the module docstring; counters in ``storage`` (in memory by default)."""
 
     def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
-        self._settings = settings
-        self._keys = [key.get_secret_value().encode() for key in settings.api_keys]
         limiter = MovingWindowRateLimiter(storage or MemoryStorage())
         s = settings
         self._per_user = _RateLimit(
@@ -92,39 +102,49 @@ class Limits:
         self._per_client = _RateLimit(
             "client", limiter, rate_items(s.client_rate_limit_per_minute, s.client_rate_limit_burst)
         )
+        self._max_identities = s.rate_limit_max_identities
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()  # least recent first
 
-    async def admit(self, conn: HTTPConnection, session_id: str) -> GatewayError | None:
+    @property
+    def tracked(self) -> int:
+        """Users and clients whose counters this process keeps now."""
+        return len(self._seen)
+
+    async def admit(self, caller: Caller, session_id: str) -> RateLimited | None:
         """The refusal for this request of ``session_id``, or None. Counts it when admitted."""
-        key = _presented_key(conn)
-        if self._keys and not self._browser(conn):
-            if key is None or not any(hmac.compare_digest(key, k) for k in self._keys):
-                return Unauthorized("missing or wrong API key")
-        client = f"key:{key.decode(errors='replace')}" if key else _client_address(conn)
-        checks = ((self._per_user, f"{client}|{session_id}"), (self._per_client, client))
+        checks = ((self._per_user, caller.user(session_id)), (self._per_client, caller.client))
         for limit, identity in checks:
-            try:
-                wait = await limit.hit(identity)
-            except Exception:  # the shared store is down: admit, and say so
-                log.warning("rate limit store unavailable; request admitted", exc_info=True)
-                return None
-            if wait > 0:
-                return RateLimited(
-                    f"{limit.name} rate limit for {client}", retry_after=_whole(wait)
-                )
+            refusal = await self._hit(limit, identity, caller.client)
+            if refusal is not None:
+                return refusal
         return None
 
-    def _browser(self, conn: HTTPConnection) -> bool:
-        """A request the chat page made: same origin, or an origin on CORS_ALLOW_ORIGINS.
+    async def admit_client(self, caller: Caller) -> RateLimited | None:
+        """Counts one request against the client alone (a page load: it mints a visitor)."""
+        return await self._hit(self._per_client, caller.client, caller.client)
 
-        Browsers set these headers and scripts cannot forge them inside a browser; curl can,
-        so API_KEYS keeps casual non-browser callers out, and the rate limits still apply.
-        """
-        if not self._settings.api_keys_exempt_browsers:
-            return False
-        if conn.headers.get("sec-fetch-site") == "same-origin":
-            return True
-        origin = conn.headers.get("origin")
-        return origin is not None and origin in self._settings.cors_allow_origins
+    async def _hit(self, limit: _RateLimit, identity: str, client: str) -> RateLimited | None:
+        if not limit.on:
+            return None
+        try:
+            await self._track(limit, identity)
+            wait = await limit.hit(identity)
+        except Exception:  # the shared store is down: admit, and say so
+            log.warning("rate limit store unavailable; request admitted", exc_info=True)
+            return None
+        if wait > 0:
+            return RateLimited(f"{limit.name} rate limit for {client}", retry_after=_whole(wait))
+        return None
+
+    async def _track(self, limit: _RateLimit, identity: str) -> None:
+        entry = (limit.name, identity)
+        if entry in self._seen:
+            self._seen.move_to_end(entry)
+            return
+        self._seen[entry] = None
+        while len(self._seen) > self._max_identities:
+            (name, oldest), _ = self._seen.popitem(last=False)
+            await (self._per_user if name == "user" else self._per_client).forget(oldest)
 
 
 @asynccontextmanager
@@ -148,19 +168,6 @@ async def open_limits(settings: Settings) -> AsyncIterator[Limits]:
         yield Limits(settings, storage)
     finally:
         await pool.aclose()
-
-
-def _presented_key(conn: HTTPConnection) -> bytes | None:
-    auth = conn.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer " and auth[7:].strip():
-        return auth[7:].strip().encode()
-    key = conn.headers.get("x-api-key", "").strip()
-    return key.encode() if key else None
-
-
-def _client_address(conn: HTTPConnection) -> str:
-    # The forwarded client when the peer is a trusted proxy (ProxyHeadersMiddleware).
-    return f"ip:{conn.client.host}" if conn.client else "ip:unknown"
 
 
 def _whole(seconds: float) -> float:

@@ -194,10 +194,12 @@ def event_source_response(
     metrics: Metrics,
     endpoint: str,
     headers: Mapping[str, str] | None = None,
+    owner: str = "",
 ) -> EventStreamResponse:
-    """A new stream: its generation starts in ``streams`` when the response starts."""
+    """A new stream: its generation starts in ``streams`` when the response starts; only
+    ``owner`` may resume it."""
     frames = _frames(
-        lambda: streams.start(events),
+        lambda: streams.start(events, owner),
         0,
         opening=retry_ms,
         ping_interval=ping_interval,
@@ -216,13 +218,18 @@ async def resume_response(
     metrics: Metrics,
     endpoint: str,
     headers: Mapping[str, str] | None = None,
+    owner: str = "",
 ) -> Response:
     """An EventSource reconnecting with ``Last-Event-ID``: the rest of that stream, or 204
-    (nothing more to send, or no such stream kept), which makes the browser stop."""
+    (nothing more to send, no such stream kept, or not ``owner``'s), which makes the browser
+    stop."""
     parsed = parse_event_id(last_event_id)
-    source = None if parsed is None else await streams.resume(*parsed)
+    source = None if parsed is None else await streams.resume(*parsed, owner)
     if parsed is None or source is None:
-        log.info("reconnect with Last-Event-ID %r: nothing to resume (204)", last_event_id[:80])
+        log.info(
+            "reconnect with Last-Event-ID %r: nothing to resume for this caller (204)",
+            last_event_id[:80],
+        )
         return Response(status_code=204, headers=headers)
     log.info("reconnect resumes stream %s after event %d", *parsed)
     found: StreamSource = source

@@ -11,6 +11,10 @@ to the browser's own reconnect with ``Last-Event-ID``: the gateway continues the
 or ends it with its error, or answers 204, which stops the browser. Reconnects are counted
 twice: as upstream chat requests and as the browser's own network requests (Chromium's
 performance log).
+
+The page's tests run twice: against a gateway without API keys, and against one with
+``API_KEYS`` set, where the page gets in with nothing but the visitor token (a cookie) the
+gateway hands out with the page itself (docs/security.md).
 """
 
 from __future__ import annotations
@@ -155,11 +159,38 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         driver.quit()
 
 
+@pytest.fixture(scope="module")
+def keyed_gateway(
+    upstream: ScriptedUpstreamThread,
+    store_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[GatewayProcess]:
+    """The session's gateway settings, with API_KEYS set: the page must get in by its token."""
+    env = {
+        "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
+        "LLM_BASE_URL": upstream.base_url,
+        "LLM_READ_TIMEOUT": "2",
+        "SSE_PING_INTERVAL": "0.3",
+        "MAX_MESSAGE_CHARS": "100",
+        "API_KEYS": "a-key-the-page-never-sees",
+    }
+    with GatewayProcess(env) as gw:
+        yield gw
+
+
+@pytest.fixture(params=["no API_KEYS", "API_KEYS"])
+def chat_gateway(request: pytest.FixtureRequest, gateway: GatewayProcess) -> GatewayProcess:
+    if request.param == "API_KEYS":
+        keyed: GatewayProcess = request.getfixturevalue("keyed_gateway")
+        return keyed
+    return gateway
+
+
 @pytest.fixture
-def page(browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread) -> Any:
+def page(browser: Any, chat_gateway: GatewayProcess, scripted: ScriptedUpstreamThread) -> Any:
     """A fresh page load (a new sessionId), watched for leaks, with an empty network log."""
     browser.get_log("browser")  # console messages of earlier tests
-    browser.get(gateway.url + "/")
+    browser.get(chat_gateway.url + "/")
     browser.execute_script(_WATCH_JS, list(FORBIDDEN))
     browser.get_log("performance")  # drop what the page load itself logged
     return browser
@@ -394,12 +425,13 @@ def test_dropped_connection_resumes_the_live_answer(
 
 
 def test_dropped_connection_without_grace_ends_with_the_servers_message(
-    browser: Any, gateway: GatewayProcess, scripted: ScriptedUpstreamThread
+    browser: Any, chat_gateway: GatewayProcess, scripted: ScriptedUpstreamThread
 ) -> None:
     # Default settings: the generation stops the moment its client is gone, so the reconnect
-    # gets what was generated and not yet shown, then the server's error (499).
+    # gets what was generated and not yet shown, then the server's error (499). With API_KEYS
+    # the reconnect is the same visitor's (its token), so it may resume its own stream.
     scripted.set_scenario("ok", token_delay=0.05)
-    with _CuttableProxy(gateway.port) as proxy:
+    with _CuttableProxy(chat_gateway.port) as proxy:
         _drop_mid_answer(browser, proxy)
         _follow(browser, 0)
         answer = _last_answer(browser)

@@ -165,8 +165,9 @@ async def test_same_idempotency_key_gives_same_job(
     http: httpx.AsyncClient, callbacks: CallbackReceiver
 ) -> None:
     headers = {"idempotency-key": "weekly-7-2026-w18"}
-    first = await http.post("/ai/feedback", json=feedback_body(), headers=headers)
-    second = await http.post("/ai/feedback", json=feedback_body(), headers=headers)
+    body = feedback_body()  # a retry sends the very same request
+    first = await http.post("/ai/feedback", json=body, headers=headers)
+    second = await http.post("/ai/feedback", json=body, headers=headers)
     assert first.status_code == second.status_code == 202
     job_id = first.json()["data"]["jobId"]
     assert second.json()["data"]["jobId"] == job_id

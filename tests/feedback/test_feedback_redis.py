@@ -73,8 +73,9 @@ def test_killed_mid_job_completes_after_restart_delivered_once(
 ) -> None:
     feedback_upstream.set_scenario("stall", hold=60)
     key = {"idempotency-key": "member-7-week-18"}
+    body = feedback_body()  # a retry sends the very same request
     with GatewayProcess(env) as first:
-        answer = httpx.post(f"{first.url}/ai/feedback", json=feedback_body(), headers=key)
+        answer = httpx.post(f"{first.url}/ai/feedback", json=body, headers=key)
         assert answer.status_code == 202
         job_id = answer.json()["data"]["jobId"]
         feedback_upstream.wait_until(lambda: len(feedback_upstream.chat_requests) == 1, 10)
@@ -86,7 +87,7 @@ def test_killed_mid_job_completes_after_restart_delivered_once(
     feedback_upstream.set_scenario("ok", content=FEEDBACK_TEXT)
     with GatewayProcess(env) as second:
         # The same key still names the same job.
-        again = httpx.post(f"{second.url}/ai/feedback", json=feedback_body(), headers=key)
+        again = httpx.post(f"{second.url}/ai/feedback", json=body, headers=key)
         assert again.json()["data"]["jobId"] == job_id
         done = poll_done(second.url, job_id)
         assert done["content"] == FEEDBACK_TEXT and done["delivery"] == "delivered"

@@ -53,6 +53,16 @@ class GatewayProcess:
                     "CLIENT_RATE_LIMIT_",
                     "TRUSTED_PROXIES",
                     "API_KEYS",
+                    "RELAY_",
+                    "PAGE_",
+                    "REQUEST_",
+                    "CLIENT_GENERATIONS_SHARE",
+                    "CHAT_BODY_",
+                    "FEEDBACK_BODY_",
+                    "FEEDBACK_RESULTS_PUBLIC",
+                    "METRICS_PUBLIC",
+                    "DOCS_PUBLIC",
+                    "ALLOWED_HOSTS",
                     "ANSWER_",
                 )
             )
@@ -78,12 +88,12 @@ class GatewayProcess:
                 "--log-level",
                 "warning",
                 # As scripts/run.sh starts it: TRUSTED_PROXIES is the one switch for forwarded
-                # headers, on uvloop and httptools.
+                # headers, on uvloop and httptools with the head's bounds (app/web/http_guard.py).
                 "--no-proxy-headers",
                 "--loop",
                 "uvloop",
                 "--http",
-                "httptools",
+                "app.web.http_guard:GuardedHttpToolsProtocol",
             ],
             cwd=ROOT,
             env=env,
@@ -101,8 +111,9 @@ class GatewayProcess:
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
+        tail = self.log_tail()  # before __exit__ closes the log
         self.__exit__(None, None, None)
-        raise RuntimeError(f"gateway did not start:\n{self.log_tail()}")
+        raise RuntimeError(f"gateway did not start:\n{tail}")
 
     def log_tail(self, lines: int = 60) -> str:
         self._log.flush()

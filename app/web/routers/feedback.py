@@ -5,8 +5,17 @@
     GET  /ai/feedback/results/stream   SSE: one ``feedback`` event per finished job
 
 The body is parsed here (not by FastAPI) so that the answers are the contract's: unreadable
-JSON is 400, a malformed field 422 with ``data.invalidFields`` naming its path. The same
-``Idempotency-Key`` (else the caller's own ``X-Request-Id``) gives the same job.
+JSON, or JSON nested deeper than any request (MAX_DEPTH), is 400, a malformed field 422 with
+``data.invalidFields`` naming its path. Its size and upload time are bounded before this
+(``app.web.guards``). The same ``Idempotency-Key`` with the same request gives the same job; with
+another request it is a 422. Without one, the caller's own ``X-Request-Id`` stands in, for the
+same request only: a request id alone never merges two members' jobs. Keys are scoped per API
+key when keys are set.
+
+Who may call (``app.web.access``): with API keys set, every endpoint here needs a key (a chat
+page token is none). Without keys, the results stream, which carries every member's text, is
+served to loopback callers only, unless FEEDBACK_RESULTS_PUBLIC; a job is polled by its id,
+random and 128 bits long.
 
 The results stream is an endless SSE stream (no terminal event): event ids are cursors of
 the results log, a reconnect with ``Last-Event-ID`` (or ``?lastEventId=``) gets what came
@@ -16,7 +25,6 @@ listener that drops before its first event misses nothing either.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import re
@@ -29,12 +37,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from app.config import Settings
-from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded, Unauthorized
+from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded
 from app.domain.events import Envelope, envelope, envelope_json
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackRequest, invalid_fields
 from app.feedback.records import ResultLog
 from app.feedback.service import FeedbackService
+from app.web.access import Access
 from app.web.sse import EventStreamResponse
 
 __all__ = ["router"]
@@ -50,6 +59,10 @@ MESSAGE_EMPTY = "개인 챌린지와 단체 챌린지가 모두 비어 있어요
 MESSAGE_INVALID = "요청 형식이 올바르지 않아요. invalidFields의 항목을 확인해 주세요."
 MESSAGE_NOT_FOUND = "해당 피드백 작업을 찾을 수 없어요."
 MESSAGE_RESULT = "피드백이 완성되었어요."
+MESSAGE_LOCAL_ONLY = (
+    "피드백 결과 스트림은 이 서버 안에서만 볼 수 있어요. API 키를 설정하면 키로 받을 수 있어요."
+)
+MAX_DEPTH = 16  # a request nests 5 deep (object, list, object, list, date array)
 _STATUS_MESSAGES = {
     "queued": "피드백 작업이 순서를 기다리고 있어요.",
     "running": "피드백을 만들고 있어요.",
@@ -72,37 +85,53 @@ def _error(error: GatewayError) -> JSONResponse:
     )
 
 
-def _key_refusal(request: Request, settings: Settings) -> Unauthorized | None:
-    """API_KEYS applies to the backend's calls as to any non-browser caller."""
-    if not settings.api_keys:
-        return None
-    auth = request.headers.get("authorization", "")
-    presented = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
-    presented = presented or request.headers.get("x-api-key", "").strip()
-    given = presented.encode()
-    keys = [key.get_secret_value().encode() for key in settings.api_keys]
-    if given and any(hmac.compare_digest(given, key) for key in keys):
-        return None
-    return Unauthorized("missing or wrong API key on a feedback call")
+def _access(request: Request) -> Access:
+    access: Access = request.state.access
+    return access
 
 
-def _idempotency_key(request: Request) -> str | None:
-    for header in ("idempotency-key", "x-request-id"):
-        value = request.headers.get(header, "").strip()
-        if value and _KEY.fullmatch(value):
-            return value
+def _idempotency_key(request: Request, feedback: FeedbackRequest) -> str | None:
+    """The job's key: the ``Idempotency-Key``, else the request id together with the request
+    itself; both within the caller's API key when keys are set."""
+    access = _access(request)
+    scope = ""
+    if access.keys_required:
+        caller = access.identify(request)
+        scope = caller.client if not isinstance(caller, GatewayError) else ""
+    key = request.headers.get("idempotency-key", "").strip()
+    if key and _KEY.fullmatch(key):
+        return f"idem:{scope}:{key}"
+    request_id = request.headers.get("x-request-id", "").strip()
+    if request_id and _KEY.fullmatch(request_id):
+        return f"rid:{scope}:{request_id}:{feedback.fingerprint()}"
     return None
+
+
+def _too_deep(value: object) -> bool:
+    """Nested deeper than MAX_DEPTH (without recursion: the depth is what is in question)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 _DOC: dict[int | str, dict[str, Any]] = {
     code: {"model": Envelope, "description": text}
     for code, text in (
-        (400, "unreadable JSON, or both challenge lists empty"),
+        (400, "unreadable JSON, nested too deep, or both challenge lists empty"),
         (401, "API_KEYS is set and the request has no valid key"),
         (
             422,
-            "a malformed field; `data.invalidFields` names each (e.g. `groupChallenges[0].endDate`)",
+            "a malformed field; `data.invalidFields` names each (e.g. `groupChallenges[0].endDate`); "
+            "or the `Idempotency-Key` of another request",
         ),
+        (413, "the body is larger than FEEDBACK_BODY_MAX_BYTES"),
         (503, "the queue is full (or its store is down); retry after `Retry-After` seconds"),
     )
 }
@@ -122,15 +151,20 @@ _DOC: dict[int | str, dict[str, Any]] = {
     },
 )
 async def submit_feedback(request: Request) -> Response:
-    settings: Settings = request.state.settings
     metrics: FeedbackMetrics = _service(request).metrics
-    if (refusal := _key_refusal(request, settings)) is not None:
+    if (refusal := _access(request).key_refusal(request)) is not None:
         return _error(refusal)
     try:
         body = json.loads(await request.body())
     except ValueError:
         metrics.jobs.labels("invalid").inc()
         return _error(BadInput("feedback body is not JSON"))
+    except RecursionError:  # nested past the interpreter's limit
+        metrics.jobs.labels("invalid").inc()
+        return _error(BadInput("feedback body nested too deep"))
+    if _too_deep(body):
+        metrics.jobs.labels("invalid").inc()
+        return _error(BadInput("feedback body nested too deep"))
     if not isinstance(body, dict):
         metrics.jobs.labels("invalid").inc()
         return _error(BadInput("feedback body is not an object"))
@@ -145,7 +179,11 @@ async def submit_feedback(request: Request) -> Response:
         metrics.jobs.labels("invalid").inc()
         return _error(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
     try:
-        record, created = await _service(request).submit(feedback, _idempotency_key(request))
+        key = _idempotency_key(request, feedback)
+        record, created = await _service(request).submit(feedback, key)
+    except InvalidValue as exc:
+        log.info("feedback request refused: %s", exc.detail)
+        return _error(exc)
     except Overloaded as exc:
         log.warning("feedback request refused: %s", exc.detail)
         return _error(exc)
@@ -161,8 +199,13 @@ async def submit_feedback(request: Request) -> Response:
 @router.get("/results/stream", include_in_schema=False)
 async def feedback_results(request: Request) -> Response:
     settings: Settings = request.state.settings
-    if (refusal := _key_refusal(request, settings)) is not None:
+    access = _access(request)
+    if (refusal := access.key_refusal(request)) is not None:
         return _error(refusal)
+    if not access.keys_required and not settings.feedback_results_public:
+        if not access.local(request):
+            log.info("results stream refused to a caller beyond loopback (no API_KEYS)")
+            return JSONResponse(envelope(403, MESSAGE_LOCAL_ONLY, None), status_code=403)
     results = _service(request).results
     asked = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
     cursor = asked.strip() if asked else ""
@@ -202,8 +245,7 @@ async def _frames(results: ResultLog, cursor: str, settings: Settings) -> AsyncI
     responses={404: {"model": Envelope, "description": "no such job (or expired)"}},
 )
 async def feedback_job(job_id: str, request: Request) -> Response:
-    settings: Settings = request.state.settings
-    if (refusal := _key_refusal(request, settings)) is not None:
+    if (refusal := _access(request).key_refusal(request)) is not None:
         return _error(refusal)
     record = await _service(request).get(job_id) if _JOB_ID.fullmatch(job_id) else None
     if record is None:

@@ -4,16 +4,23 @@ Plain routes over a fixed list of files rather than a StaticFiles mount: older F
 allows 0.115) silently drops a mount inside an included APIRouter, and a closed list cannot
 serve anything else from the package folder. ``no-cache`` makes browsers revalidate (cheap: ETag/Last-Modified),
 so a deploy never pairs a new page with an old script.
+
+Under API_KEYS the page comes with its visitor token, a cookie (``app.web.page_token``): a new
+visitor costs one request of its address's client limit, so reloading the page cannot mint
+visitors faster than the address may ask; a visitor whose token is past half its life gets it
+renewed, still the same visitor.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from app.domain.events import envelope
+from app.web.access import Caller, client_address
+from app.web.deps import chat_context
 
 __all__ = ["router"]
 
@@ -28,9 +35,27 @@ _HEADERS = {"cache-control": "no-cache"}
 
 
 @router.get("/")
-async def index() -> FileResponse:
+async def index(request: Request) -> Response:
+    chat = chat_context(request)
+    headers = dict(_HEADERS)
+    if chat.access.page_tokens is not None:
+        visit, stale = chat.access.page_visit(request)
+        if visit is None:
+            refusal = await chat.limits.admit_client(
+                Caller(f"page:{client_address(request)}", "page")
+            )
+            if refusal is not None:
+                return JSONResponse(
+                    envelope(refusal.status, refusal.message, refusal.data),
+                    status_code=refusal.status,
+                    headers={"retry-after": str(max(1, round(refusal.retry_after)))},
+                )
+        if visit is None or stale:
+            cookie = chat.access.page_cookie(request, visit.visitor if visit else None)
+            if cookie is not None:
+                headers = {"cache-control": "no-store", "set-cookie": cookie}
     return FileResponse(
-        _STATIC / "index.html", media_type="text/html; charset=utf-8", headers=_HEADERS
+        _STATIC / "index.html", media_type="text/html; charset=utf-8", headers=headers
     )
 
 

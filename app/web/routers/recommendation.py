@@ -1,5 +1,6 @@
-"""The four recommendation endpoints. Thin: resolve the session, hand the pipeline's events
-to SSE (GET) or fold them into one JSON envelope (POST)."""
+"""The four recommendation endpoints. Thin: know the caller, resolve the session, admit, hand
+the pipeline's events (holding the caller's share of generations) to SSE (GET) or fold them
+into one JSON envelope (POST)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
 from app.chat.sessions import new_session_id
-from app.domain.errors import InternalFailure, InvalidValue, Overloaded
+from app.domain.errors import InternalFailure, InvalidValue, Overloaded, Unauthorized
 from app.domain.events import (
     MESSAGE_DONE,
     Delta,
@@ -225,17 +226,25 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
 
 async def _start(
     request: Request, chat: ChatContext, body: BaseInfoBody | FreeTextBody
-) -> tuple[AsyncIterator[StreamEvent], dict[str, str]]:
-    """The pipeline's events for ``body``, and the headers that name its session and request."""
+) -> tuple[AsyncIterator[StreamEvent], dict[str, str], str]:
+    """The pipeline's events for ``body``, the headers that name its session and request, and
+    who may resume its stream. Checked first: the caller (401), then the session id, the rate
+    limits (429); the caller's share of generations (429/503) when the generation starts."""
     request_id = current_request_id()
     session_id, problem = _session(body.sessionId)
+    headers = {"x-session-id": session_id, "x-request-id": request_id}
+    caller = chat.access.identify(request)
+    if isinstance(caller, Unauthorized):  # before anything else: a stranger learns nothing
+        return _only(Failed(caller)), headers, ""
+    if caller.renew_cookie is not None:
+        headers["set-cookie"] = caller.renew_cookie
     if problem is None:
-        refusal = await chat.limits.admit(request, session_id)
+        refusal = await chat.limits.admit(caller, session_id)
         problem = None if refusal is None else Failed(refusal)
-    events: AsyncIterator[StreamEvent]
     if problem is not None:
-        events = _only(problem)
-    elif isinstance(body, BaseInfoBody):
+        return _only(problem), headers, ""
+    events: AsyncIterator[StreamEvent]
+    if isinstance(body, BaseInfoBody):
         events = chat.service.base_info(
             session_id=session_id,
             location=body.location,
@@ -247,11 +256,15 @@ async def _start(
         events = chat.service.free_text(
             session_id=session_id, message=body.message, request_id=request_id
         )
-    return events, {"x-session-id": session_id, "x-request-id": request_id}
+    return chat.shares.hold(caller, events), headers, caller.owner(body.sessionId or "")
 
 
 def _sse(
-    events: AsyncIterator[StreamEvent], headers: dict[str, str], chat: ChatContext, endpoint: str
+    events: AsyncIterator[StreamEvent],
+    headers: dict[str, str],
+    chat: ChatContext,
+    endpoint: str,
+    owner: str = "",
 ) -> EventStreamResponse:
     settings = chat.settings
     return event_source_response(
@@ -263,14 +276,25 @@ def _sse(
         metrics=chat.metrics,
         endpoint=endpoint,
         headers=headers,
+        owner=owner,
     )
 
 
 async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Response | None:
-    """An EventSource reconnecting (``Last-Event-ID``) continues its stream, never a new one."""
+    """An EventSource reconnecting (``Last-Event-ID``) continues its stream, never a new one.
+    Only the client that started it (and with the same ``sessionId``) gets it: anyone else
+    gets the 204 of an unknown stream. A reconnect counts against the rate limits."""
     last_event_id = request.headers.get("last-event-id", "").strip()
     if not last_event_id:
         return None
+    given = request.query_params.get("sessionId") or ""
+    headers = {"x-request-id": current_request_id()}
+    caller = chat.access.identify(request)
+    if isinstance(caller, Unauthorized):
+        return _sse(_only(Failed(caller)), headers, chat, endpoint)
+    refusal = await chat.limits.admit(caller, given)
+    if refusal is not None:
+        return _sse(_only(Failed(refusal)), headers, chat, endpoint)
     return await resume_response(
         last_event_id,
         streams=chat.streams,
@@ -278,6 +302,8 @@ async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Respons
         send_timeout=chat.settings.sse_send_timeout,
         metrics=chat.metrics,
         endpoint=endpoint,
+        headers=headers,
+        owner=caller.owner(given),
     )
 
 
@@ -297,8 +323,8 @@ async def base_info_stream(request: Request) -> Response:
         workType=query.get("workType"),
         category=query.get("category"),
     )
-    events, headers = await _start(request, chat, body)
-    return _sse(events, headers, chat, "base-info")
+    events, headers, owner = await _start(request, chat, body)
+    return _sse(events, headers, chat, "base-info", owner)
 
 
 @_stream_route(
@@ -312,8 +338,8 @@ async def free_text_stream(request: Request) -> Response:
         return resumed
     query = request.query_params
     body = FreeTextBody(sessionId=query.get("sessionId"), message=query.get("message"))
-    events, headers = await _start(request, chat, body)
-    return _sse(events, headers, chat, "free-text")
+    events, headers, owner = await _start(request, chat, body)
+    return _sse(events, headers, chat, "free-text", owner)
 
 
 @router.post(
@@ -327,8 +353,8 @@ async def base_info_json(
     chat: ChatDep,
     body: BaseInfoBody,
 ) -> Response:
-    events = await _start(request, chat, body)
-    return await _as_json(request, chat.metrics, "base-info-json", *events)
+    events, headers, _ = await _start(request, chat, body)
+    return await _as_json(request, chat.metrics, "base-info-json", events, headers)
 
 
 @router.post(
@@ -342,5 +368,5 @@ async def free_text_json(
     chat: ChatDep,
     body: FreeTextBody,
 ) -> Response:
-    events = await _start(request, chat, body)
-    return await _as_json(request, chat.metrics, "free-text-json", *events)
+    events, headers, _ = await _start(request, chat, body)
+    return await _as_json(request, chat.metrics, "free-text-json", events, headers)
