@@ -80,7 +80,7 @@ def messages() -> list[str]:
     dev = harness.BENCH / "data" / "intent" / "dev.jsonl"
     queries = harness.BENCH / "data" / "queries_ko.jsonl"
     turns = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines()]
-    picked = [t["message"] for t in turns if t["intent"] in ("switch", "ask")]
+    picked = [t["message"] for t in turns if t["intent"] in ("switch", "ask", "more", "among")]
     for line in queries.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row.get("relevant_ids"):

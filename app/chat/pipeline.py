@@ -295,7 +295,7 @@ class RecommendationService:
         return await self._fitting(query, category, state, more=kind is IntentKind.MORE)
 
     async def _another_field(self, query: _Query, state: SessionState) -> Category:
-        """"아예 다른 분야로": a category the user has not been in (neither the current nor
+        """The user asked for '아예 다른 분야로': a category the user has not been in (neither the current nor
         base-info's), at random among those that still hold challenges fitting the user's
         situation and not shown yet (some situations fit none in some categories)."""
         seen = {state.category, state.base_category}
