@@ -38,8 +38,8 @@ from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.deps import ChatContext
 from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
 from app.web.limits import open_limits
-from app.web.routers import feedback as feedback_routes
-from app.web.routers import health, page, recommendation
+from app.routers import feedback as feedback_routes
+from app.routers import health, page, recommendation
 from app.web.shares import GenerationShares
 
 __all__ = ["create_app"]

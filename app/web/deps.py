@@ -38,7 +38,7 @@ class ChatContext:
 
 def chat_context(request: Request) -> ChatContext:
     """The lifespan's :class:`ChatContext` (also read directly by the SSE routes, which take
-    no dependencies: ``app/web/routers/recommendation.py``)."""
+    no dependencies: ``app/routers/recommendation.py``)."""
     chat: ChatContext = request.state.chat
     return chat
 

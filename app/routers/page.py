@@ -26,7 +26,7 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["page"], include_in_schema=False)
 
-_STATIC = Path(__file__).resolve().parent.parent / "static"
+_STATIC = Path(__file__).resolve().parent.parent / "web" / "static"
 _ASSETS = {
     "chat.css": "text/css; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
