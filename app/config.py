@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     llm_top_p: float = Field(0.9, gt=0, le=1)
     llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
     llm_repetition_penalty: float = Field(1.05, gt=0)
-    # Tokens per answer; None: what the composition needs (app/chat/pipeline.py).
+    # Tokens per answer; None: what the composition needs (app/chat/generation.py).
     llm_max_tokens: int | None = Field(None, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
     # With structured output: challenge titles must be retrieved catalogue titles (enum), so

@@ -6,7 +6,7 @@ id lives in a context variable, so every log line written while serving the requ
 task it starts, carries it; it goes upstream to vLLM as ``X-Request-Id`` and back to the
 client in the response header of the same name.
 
-    {"ts": "2026-11-21T14:03:07.123Z", "level": "WARNING", "logger": "app.chat.pipeline",
+    {"ts": "2026-11-21T14:03:07.123Z", "level": "WARNING", "logger": "app.chat.generation",
      "message": "upstream failed (502): ...", "request_id": "9f0c..."}
 
 ``LOG_FORMAT=text`` gives the plain one-line format for a terminal.

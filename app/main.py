@@ -20,9 +20,11 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from app.chat.generation import Generator
 from app.chat.intent_bank import build_intents
-from app.chat.pipeline import RecommendationService
+from app.chat.planning import Planner
 from app.chat.session_backend import open_session_store
+from app.chat.turn import RecommendationService
 from app.config import Settings, get_settings
 from app.domain.errors import BadInput, InternalFailure
 from app.domain.events import envelope
@@ -33,14 +35,14 @@ from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
+from app.routers import feedback as feedback_routes
+from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
 from app.web.access import Access, PeerMiddleware, exposure_warning
+from app.web.admission import Admission
 from app.web.deps import ChatContext
 from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
 from app.web.limits import open_limits
-from app.routers import feedback as feedback_routes
-from app.routers import health, page, recommendation
-from app.web.shares import GenerationShares
 
 __all__ = ["create_app"]
 
@@ -82,17 +84,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
             size = settings.retrieval_cache_size
             service = RecommendationService(
-                llm=llm,
-                retriever=CachedRetriever(
-                    retriever, size=size, ttl=settings.retrieval_cache_seconds
-                )
-                if size
-                else retriever,
-                intents=intents,
-                sessions=sessions,
-                settings=settings,
-                metrics=metrics,
+                Planner(
+                    retriever=CachedRetriever(
+                        retriever, size=size, ttl=settings.retrieval_cache_seconds
+                    )
+                    if size
+                    else retriever,
+                    intents=intents,
+                    sessions=sessions,
+                    settings=settings,
+                    metrics=metrics,
+                ),
+                Generator(
+                    llm=llm,
+                    sessions=sessions,
+                    metrics=metrics,
+                    max_tokens=settings.llm_max_tokens,
+                ),
             )
+            admission = Admission(settings, access=access, limits=limits)
             log.info(
                 "gateway ready: upstream %s, retrieval %s with %s",
                 ", ".join(upstreams.labels),  # host:port only: a URL may hold credentials
@@ -115,9 +125,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "settings": settings,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
-                "chat": ChatContext(
-                    service, limits, settings, metrics, streams, access, GenerationShares(settings)
-                ),
+                "chat": ChatContext(service, admission, settings, metrics, streams),
                 "feedback": feedback,
                 "access": access,
             }

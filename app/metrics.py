@@ -2,7 +2,7 @@
 
 Who records what:
     app/web/sse.py, routers     requests by endpoint and outcome, open streams, client disconnects
-    app/chat/pipeline.py    time to first token, inter-token latency, tokens out, retrieval latency
+    app/chat/generation.py  time to first token, inter-token latency, tokens out, retrieval latency
     app/llm/                upstream errors by kind, upstream aborts, outstanding requests and
                             health per replica
     app/feedback/metrics.py the feedback jobs' own, registered in the same registry
@@ -62,7 +62,7 @@ class Metrics:
             "requests whose client left before the terminal event",
             registry=r,
         )
-        # --- generation (app/chat/pipeline.py) ---
+        # --- generation (app/chat/generation.py) ---
         self.ttft = Histogram(
             "gateway_time_to_first_token_seconds",
             "request start to the first display text sent",

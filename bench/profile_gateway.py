@@ -86,7 +86,7 @@ FOCUS = (
     "app/streams/hub.py:_Stream.append",
     "app/streams/hub.py:_Stream.events_after",
     "app/streams/hub.py:StreamHub._generate",
-    "app/chat/pipeline.py:RecommendationService._generate_now",
+    "app/chat/generation.py:Generator.run",
     "app/llm/client.py:LLMClient.stream_chat",
     "httpx/_models.py:Response.aiter_raw",
     "app/llm/transport.py:_Counted.__aiter__",

@@ -26,45 +26,82 @@ from app.domain.events import Delta, Done, Failed, StreamEvent
 from app.llm.client import LLMClient
 from app.llm.repetition import RepetitionGuard, sentences
 from app.llm.schema import DESCRIPTION_MAX_CHARS, RECOMMEND_MAX_CHARS, Answer, ChallengeItem
-from app.llm.scrubber import AnswerScrubber
+from app.llm.scrubber import AnswerScrubber, ScrubResult
 from app.metrics import Metrics
 from app.rag.retriever import Hit
 
-__all__ = ["close_payload", "generate"]
+__all__ = ["Generator", "close_payload"]
 
 log = logging.getLogger(__name__)
 
 _SALVAGE_RECOMMEND = "상황에 맞는 챌린지를 골라 봤어요."
 #: A sentence is shown once: its second showing is a loop (SPEC "What an answer must be").
 _MAX_REPEATS = 1
+#: Tokens each composition needs at most: three titles of up to about 30 tokens in JSON; plus a
+#: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
+#: plus three descriptions.
+_MAX_TOKENS = {"titles": 128, "recommend": 320, "descriptions": 768}
 
 
-async def generate(
-    plan: TurnPlan,
-    *,
-    llm: LLMClient,
-    sessions: SessionStore,
-    metrics: Metrics,
-    max_tokens: int,
-) -> AsyncIterator[StreamEvent]:
-    """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed."""
-    catalogue = plan.catalogue if plan.composition != "descriptions" else None
-    scrubber = AnswerScrubber(
-        catalogue=catalogue,
-        whole_titles=True,
-        recommend=plan.recommend,
-        bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
-    )
-    # The gateway's recommend is shown with the model's first token: an upstream that fails
-    # before it has said anything leaves nothing on screen but the error.
-    opening = plan.recommend
-    guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
-    first_shown = False
-    last = None
-    pieces = llm.stream_chat(
-        plan.messages, request_id=plan.request_id, schema=plan.schema(), max_tokens=max_tokens
-    )
-    try:
+class Generator:
+    def __init__(
+        self,
+        *,
+        llm: LLMClient,
+        sessions: SessionStore,
+        metrics: Metrics,
+        max_tokens: int | None = None,
+    ) -> None:
+        self._llm = llm
+        self._sessions = sessions
+        self._metrics = metrics
+        self._max_tokens = max_tokens  # LLM_MAX_TOKENS; None: what the composition needs
+
+    async def run(self, plan: TurnPlan) -> AsyncIterator[StreamEvent]:
+        """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed."""
+        display = _Display(plan)
+        try:
+            async for shown in self._shown(plan, display):
+                yield Delta(shown)
+            result = None if display.guard.looping else display.scrubber.finish()
+        except GatewayError as exc:
+            log.warning("upstream failed (%s): %s", exc.status, exc.detail)
+            yield Failed(exc)
+            return
+        except Exception:
+            log.exception("recommendation stream failed")
+            yield Failed(InternalFailure("unexpected error in the stream"))
+            return
+        if early := display.unsaid_opening():  # the upstream ended without a token
+            yield Delta(early)
+        ending = self._ending(plan, display, result)
+        if isinstance(ending, GatewayError):
+            yield Failed(ending)
+            return
+        answer, added = ending
+        if added:
+            yield Delta(added)
+        titles = [item.title for item in answer.challenges]
+        turn = Turn(
+            user=plan.user_text,
+            assistant=answer.model_dump_json(),
+            category=plan.category,
+            shown=plan.doc_ids(titles),
+        )
+        await self._sessions.record(plan.session_id, turn=turn)
+        yield Done(close_payload(answer, plan.category))
+
+    async def _shown(self, plan: TurnPlan, display: _Display) -> AsyncIterator[str]:
+        """The display text as the upstream's tokens arrive; stops at a loop (closing the
+        stream aborts the generation upstream)."""
+        metrics = self._metrics
+        first, last = True, None
+        pieces = self._llm.stream_chat(
+            plan.messages,
+            request_id=plan.request_id,
+            schema=plan.schema(),
+            max_tokens=self._max_tokens or _MAX_TOKENS[plan.composition],
+        )
         async with aclosing(pieces):
             async for piece in pieces:
                 now = time.monotonic()
@@ -72,71 +109,69 @@ async def generate(
                     metrics.itl.observe(now - last)
                 last = now
                 metrics.tokens_out.inc()
-                text = scrubber.feed(piece)
-                if opening:
-                    text, opening = opening + text, None
-                shown = guard.feed(text)
-                if shown:
-                    if not first_shown:
-                        first_shown = True
+                if shown := display.feed(piece):
+                    if first:
+                        first = False
                         metrics.ttft.observe(now - plan.started)
-                    yield Delta(shown)
-                if guard.looping:
-                    break  # closing the stream aborts the generation upstream
-        result = None if guard.looping else scrubber.finish()
-    except GatewayError as exc:
-        log.warning("upstream failed (%s): %s", exc.status, exc.detail)
-        yield Failed(exc)
-        return
-    except Exception:
-        log.exception("recommendation stream failed")
-        yield Failed(InternalFailure("unexpected error in the stream"))
-        return
+                    yield shown
+                if display.guard.looping:
+                    break
 
-    if opening:  # the upstream ended without a token
-        if early := guard.feed(opening):
-            yield Delta(early)
-    if result is None or result.truncated:
-        # A loop, or an answer cut by max_tokens: close with what is complete, filled up
-        # with candidate challenges, rather than end the answer with an error.
-        reason = "loop" if result is None else "truncated"
-        metrics.answers_salvaged.labels(reason).inc()
-        log.warning("answer %s: closing with what is complete plus catalogue items", reason)
-        answer, added = _salvage(scrubber.partial(), plan, guard)
-        if added:
-            yield Delta(added)
-    else:
+    def _ending(
+        self, plan: TurnPlan, display: _Display, result: ScrubResult | None
+    ) -> tuple[Answer, str] | GatewayError:
+        """The answer to close with, and the display text still to show before the close."""
+        guard = display.guard
+        if result is None or result.truncated:
+            # A loop, or an answer cut by max_tokens: close with what is complete, filled up
+            # with candidate challenges, rather than end the answer with an error.
+            reason = "loop" if result is None else "truncated"
+            self._metrics.answers_salvaged.labels(reason).inc()
+            log.warning("answer %s: closing with what is complete plus catalogue items", reason)
+            return _salvage(display.scrubber.partial(), plan, guard)
         tail = guard.feed(result.tail) + guard.finish()
-        if tail:
-            yield Delta(tail)
-        read = result.answer
-        if read is None and result.prose.strip() and not result.json_started:
+        answer = result.answer
+        if answer is None and result.prose.strip() and not result.json_started:
             # The model ignored the format and wrote prose: it was shown, so it is the answer.
             said = [plan.recommend, result.prose.strip()] if plan.recommend else [result.prose]
-            read = Answer(recommend="\n\n".join(said).strip(), challenges=[])
-        if read is None:
-            metrics.upstream_errors.labels("invalid_answer").inc()
+            answer = Answer(recommend="\n\n".join(said).strip(), challenges=[])
+        if answer is None:
+            self._metrics.upstream_errors.labels("invalid_answer").inc()
             log.warning("invalid answer from the model: %s", result.error)
-            yield Failed(UpstreamFailed(f"invalid answer: {result.error}"))
-            return
-        answer = read
+            return UpstreamFailed(f"invalid answer: {result.error}")
         if answer.challenges or plan.composition != "descriptions":
             # Fewer challenges than asked for (a repeat was dropped): the next candidates.
             items, added = _fill_up(answer.challenges, plan, guard)
             if added:
-                yield Delta(added)
-                answer = Answer(recommend=answer.recommend, challenges=items)
-    titles = [item.title for item in answer.challenges]
-    await sessions.record(
-        plan.session_id,
-        turn=Turn(
-            user=plan.user_text,
-            assistant=answer.model_dump_json(),
-            category=plan.category,
-            shown=plan.doc_ids(titles),
-        ),
-    )
-    yield Done(close_payload(answer, plan.category))
+                return Answer(recommend=answer.recommend, challenges=items), tail + added
+        return answer, tail
+
+
+class _Display:
+    """What one answer shows: the scrubber (the only path from model tokens to display text),
+    the gateway's recommend before the model's first words, and the repetition guard."""
+
+    def __init__(self, plan: TurnPlan) -> None:
+        self.scrubber = AnswerScrubber(
+            catalogue=plan.catalogue if plan.composition != "descriptions" else None,
+            whole_titles=True,
+            recommend=plan.recommend,
+            bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
+        )
+        self.guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
+        # Shown with the model's first token: an upstream that fails before it has said
+        # anything leaves nothing on screen but the error.
+        self._opening = plan.recommend
+
+    def feed(self, piece: str) -> str:
+        text = self.scrubber.feed(piece)
+        if self._opening:
+            text, self._opening = self._opening + text, None
+        return self.guard.feed(text)
+
+    def unsaid_opening(self) -> str:
+        opening, self._opening = self._opening, None
+        return self.guard.feed(opening) if opening else ""
 
 
 def close_payload(answer: Answer, category: Category) -> dict[str, Any]:

@@ -1,8 +1,11 @@
-"""One turn, decided: what the model is asked, among which challenges, and what to remember.
+"""A turn's input, and the turn decided: what the model is asked, among which challenges, and
+what to remember.
 
-Planning (app/chat/pipeline.py) reads the request, the session and the message's meaning and
-produces a :class:`TurnPlan`; generation (app/chat/generation.py) takes only the plan. The
-plan is frozen: nothing decided before the upstream call changes while the answer streams.
+The routes validate the request into a :class:`BaseInfoTurn` or :class:`FreeTextTurn`;
+planning (app/chat/planning.py) reads it with the session and the message's meaning and
+produces a :class:`TurnPlan`, or a :class:`Reply` when no model is needed; generation
+(app/chat/generation.py) takes only the plan. The plan is frozen: nothing decided before the
+upstream call changes while the answer streams.
 """
 
 from __future__ import annotations
@@ -13,11 +16,41 @@ from functools import cached_property
 from typing import Any
 
 from app.domain.categories import Category
+from app.domain.events import StreamEvent
 from app.llm.client import ChatMessage
 from app.llm.schema import Composition, answer_schema
 from app.rag.retriever import Hit
 
-__all__ = ["TurnPlan"]
+__all__ = ["BaseInfoTurn", "FreeTextTurn", "Reply", "TurnPlan"]
+
+
+@dataclass(frozen=True, slots=True)
+class BaseInfoTurn:
+    """A base-info selection, validated: the user's situation and the category chosen."""
+
+    session_id: str
+    request_id: str | None
+    started: float  # time.monotonic() when the request arrived
+    location: str
+    work_type: str
+    category: Category
+
+
+@dataclass(frozen=True, slots=True)
+class FreeTextTurn:
+    """A free-text message, validated (normalized, not empty, within MAX_MESSAGE_CHARS)."""
+
+    session_id: str
+    request_id: str | None
+    started: float
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A turn answered without the model (off-topic: what the bot can do), its whole stream."""
+
+    events: tuple[StreamEvent, ...]
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ __all__ = [
     "InvalidValue",
     "Overloaded",
     "RateLimited",
+    "Refused",
     "Unauthorized",
     "UpstreamFailed",
     "UpstreamTimedOut",
@@ -76,6 +77,16 @@ class RateLimited(Overloaded):
 class Unauthorized(GatewayError):
     status = 401
     default_message = "인증 정보가 올바르지 않아요. API 키를 확인해 주세요."
+
+
+class Refused(Exception):
+    """A request not admitted (app/web/admission.py): ``error`` is what the client gets, an
+    :class:`Unauthorized`, a :class:`RateLimited` or an :class:`Overloaded`. One type for every
+    refusal, raised, so that no caller can forget to check one."""
+
+    def __init__(self, error: Unauthorized | Overloaded) -> None:
+        super().__init__(error.detail)
+        self.error = error
 
 
 class UpstreamFailed(GatewayError):

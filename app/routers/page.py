@@ -18,9 +18,10 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
+from app.domain.errors import Overloaded, Refused
 from app.domain.events import envelope
 from app.web.access import Caller, client_address
-from app.web.deps import chat_context
+from app.web.deps import ChatDep
 
 __all__ = ["router"]
 
@@ -35,23 +36,25 @@ _HEADERS = {"cache-control": "no-cache"}
 
 
 @router.get("/")
-async def index(request: Request) -> Response:
-    chat = chat_context(request)
+async def index(request: Request, chat: ChatDep) -> Response:
     headers = dict(_HEADERS)
-    if chat.access.page_tokens is not None:
-        visit, stale = chat.access.page_visit(request)
+    access = chat.admission.access
+    if access.page_tokens is not None:
+        visit, stale = access.page_visit(request)
         if visit is None:
-            refusal = await chat.limits.admit_client(
-                Caller(f"page:{client_address(request)}", "page")
-            )
-            if refusal is not None:
+            try:
+                await chat.admission.page_load(Caller(f"page:{client_address(request)}", "page"))
+            except Refused as refused:
+                error = refused.error
                 return JSONResponse(
-                    envelope(refusal.status, refusal.message, refusal.data),
-                    status_code=refusal.status,
-                    headers={"retry-after": str(max(1, round(refusal.retry_after)))},
+                    envelope(error.status, error.message, error.data),
+                    status_code=error.status,
+                    headers={"retry-after": str(max(1, round(error.retry_after)))}
+                    if isinstance(error, Overloaded)
+                    else None,
                 )
         if visit is None or stale:
-            cookie = chat.access.page_cookie(request, visit.visitor if visit else None)
+            cookie = access.page_cookie(request, visit.visitor if visit else None)
             if cookie is not None:
                 headers = {"cache-control": "no-store", "set-cookie": cookie}
     return FileResponse(

@@ -1,22 +1,33 @@
-"""The four recommendation endpoints. Thin: know the caller, resolve the session, admit, hand
-the pipeline's events (holding the caller's share of generations) to SSE (GET) or fold them
-into one JSON envelope (POST)."""
+"""The four recommendation endpoints. Thin: read the request into a validated turn, admit the
+caller (app/web/admission.py), and hand the turn's events to SSE (GET) or fold them into one
+JSON envelope (POST). Input errors are the stream's only event on GET (an EventSource cannot
+read a 4xx body), an HTTP status on POST."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Callable, Coroutine
+import time
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
+from app.chat.intent import normalize_message
+from app.chat.plan import BaseInfoTurn, FreeTextTurn
 from app.chat.sessions import new_session_id
-from app.domain.errors import InternalFailure, InvalidValue, Overloaded, Unauthorized
+from app.domain.categories import LOCATIONS, WORK_TYPES, normalize_choice, parse_category
+from app.domain.errors import (
+    BadInput,
+    GatewayError,
+    InternalFailure,
+    InvalidValue,
+    Overloaded,
+    Refused,
+)
 from app.domain.events import (
     MESSAGE_DONE,
     Delta,
@@ -28,7 +39,7 @@ from app.domain.events import (
 )
 from app.logs import current_request_id
 from app.metrics import Metrics
-from app.web.deps import ChatContext, ChatDep, chat_context
+from app.web.deps import ChatContext, ChatDep
 from app.web.sse import EventStreamResponse, event_source_response, resume_response
 
 __all__ = ["router"]
@@ -37,26 +48,6 @@ router = APIRouter(prefix="/ai/chatbot/recommendation", tags=["recommendation"])
 
 # ASCII only: the id is echoed in the X-Session-Id header, which must stay latin-1.
 _SESSION_ID = re.compile(r"[A-Za-z0-9_.:@-]{1,128}")
-
-
-def _text_queries(*names: str) -> dict[str, Any]:
-    """OpenAPI ``parameters`` for the GET routes' optional text fields. The routes are
-    ``_StreamRoute``s, so FastAPI never reads their parameters: the handlers read
-    ``request.query_params`` themselves, and this is the only place the schema learns of them.
-    Plain strings: the pipeline validates, so a GET gets an SSE error event, not a 422 body; a
-    repeated name counts once, its last value (as FastAPI's ``Query`` did)."""
-    schema = {"anyOf": [{"type": "string"}, {"type": "null"}]}
-    return {
-        "parameters": [
-            {
-                "name": name,
-                "in": "query",
-                "required": False,
-                "schema": {**schema, "title": name.capitalize()},
-            }
-            for name in names
-        ]
-    }
 
 
 _SSE_DOC: dict[int | str, dict[str, Any]] = {
@@ -101,39 +92,13 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
 }
 
 
-class _StreamRoute(APIRoute):
-    """An SSE route: in the OpenAPI schema like any other (declared by ``_stream_route``), but
-    its endpoint is called with the request alone. FastAPI's request handler (body reading,
-    dependency solving, its telemetry hooks, the response checks) is a visible share of each
-    stream's start, on the way to the upstream call (bench/README.md "Profile"); these
-    endpoints read
-    what they need from the request themselves (the lifespan's ``ChatContext`` in
-    ``request.state``, the query parameters)."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        endpoint: Callable[[Request], Coroutine[Any, Any, Response]] = self.endpoint
-        return endpoint
-
-
-def _stream_route(
-    path: str, **doc: Any
-) -> Callable[[Callable[[Request], Coroutine[Any, Any, Response]]], Any]:
-    """``@router.get(path, ...)`` for an SSE endpoint ``async def (request) -> Response``."""
-
-    def register(endpoint: Callable[[Request], Coroutine[Any, Any, Response]]) -> Any:
-        router.add_api_route(
-            path,
-            endpoint,
-            methods=["GET"],
-            response_class=EventStreamResponse,
-            status_code=200,
-            responses=_SSE_DOC,
-            route_class_override=_StreamRoute,
-            **doc,
-        )
-        return endpoint
-
-    return register
+#: The GET routes' parameters: query strings as the EventSource sends them (a repeated name
+#: counts once, its last value), and the header of an EventSource reconnecting (its protocol,
+#: not an input: left out of the schema, as the 204 it may get is described there). Plain
+#: strings: the route validates them, so a GET gets an SSE ``error`` event, never a 422 body.
+SessionIdQuery = Annotated[str | None, Query(alias="sessionId")]
+WorkTypeQuery = Annotated[str | None, Query(alias="workType")]
+LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", include_in_schema=False)]
 
 
 class BaseInfoBody(BaseModel):
@@ -150,16 +115,54 @@ class FreeTextBody(BaseModel):
     message: str | None = None
 
 
-def _session(session_id: str | None) -> tuple[str, StreamEvent | None]:
-    """The session to use, or an error event for an id we will not store."""
+def _session(session_id: str | None) -> tuple[str, InvalidValue | None]:
+    """The session to use, or the error for an id we will not store."""
     if session_id is None or not session_id.strip():
         return new_session_id(), None
     if not _SESSION_ID.fullmatch(session_id):
         error = InvalidValue(
             ["sessionId"], "bad session id", message="세션 ID 형식이 올바르지 않아요."
         )
-        return new_session_id(), Failed(error)
+        return new_session_id(), error
     return session_id, None
+
+
+def _base_info_turn(
+    body: BaseInfoBody, session_id: str, request_id: str | None, started: float
+) -> BaseInfoTurn:
+    """The selection, validated: 400 naming what is missing, 422 naming what is unknown."""
+    given = {"location": body.location, "workType": body.workType, "category": body.category}
+    missing = [name for name, value in given.items() if not (value or "").strip()]
+    if missing:
+        raise BadInput(
+            f"missing {missing}",
+            message="위치, 근무 형태, 카테고리를 모두 선택해 주세요.",
+            data={"missingFields": missing},
+        )
+    place = normalize_choice(body.location or "", LOCATIONS)
+    work = normalize_choice(body.workType or "", WORK_TYPES)
+    chosen = parse_category(body.category or "")
+    if place is None or work is None or chosen is None:
+        read = (("location", place), ("workType", work), ("category", chosen))
+        invalid = [name for name, value in read if value is None]
+        raise InvalidValue(invalid, f"invalid {invalid}")
+    return BaseInfoTurn(session_id, request_id, started, place, work, chosen)
+
+
+def _free_text_turn(
+    body: FreeTextBody, session_id: str, request_id: str | None, started: float, limit: int
+) -> FreeTextTurn:
+    """The message, normalized: 400 when empty, 422 past MAX_MESSAGE_CHARS."""
+    text = normalize_message(body.message or "")
+    if not text:
+        raise BadInput("empty message", message="메시지를 입력해 주세요.")
+    if len(text) > limit:
+        raise InvalidValue(
+            ["message"],
+            f"message of {len(text)} chars",
+            message=f"메시지는 {limit}자 이내로 입력해 주세요.",
+        )
+    return FreeTextTurn(session_id, request_id, started, text)
 
 
 async def _only(event: StreamEvent) -> AsyncIterator[StreamEvent]:
@@ -227,36 +230,39 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
 async def _start(
     request: Request, chat: ChatContext, body: BaseInfoBody | FreeTextBody
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str], str]:
-    """The pipeline's events for ``body``, the headers that name its session and request, and
-    who may resume its stream. Checked first: the caller (401), then the session id, the rate
-    limits (429); the caller's share of generations (429/503) when the generation starts."""
+    """The turn's events for ``body``, the headers that name its session and request, and
+    who may resume its stream. Checked in order: the caller (401: a stranger learns nothing
+    else), the session id (422), the rates (429), the input (400/422); the generation slots
+    (429/503) as the turn runs."""
+    started = time.monotonic()
     request_id = current_request_id()
-    session_id, problem = _session(body.sessionId)
+    session_id, bad_session = _session(body.sessionId)
     headers = {"x-session-id": session_id, "x-request-id": request_id}
-    caller = chat.access.identify(request)
-    if isinstance(caller, Unauthorized):  # before anything else: a stranger learns nothing
-        return _only(Failed(caller)), headers, ""
-    if caller.renew_cookie is not None:
-        headers["set-cookie"] = caller.renew_cookie
-    if problem is None:
-        refusal = await chat.limits.admit(caller, session_id)
-        problem = None if refusal is None else Failed(refusal)
-    if problem is not None:
-        return _only(problem), headers, ""
-    events: AsyncIterator[StreamEvent]
-    if isinstance(body, BaseInfoBody):
-        events = chat.service.base_info(
-            session_id=session_id,
-            location=body.location,
-            work_type=body.workType,
-            category=body.category,
-            request_id=request_id,
-        )
+    admission = chat.admission
+    try:
+        caller = admission.caller(request)
+        if caller.renew_cookie is not None:
+            headers["set-cookie"] = caller.renew_cookie
+        if bad_session is not None:
+            raise bad_session
+        await admission.rates(caller, session_id)
+        if isinstance(body, BaseInfoBody):
+            turn: BaseInfoTurn | FreeTextTurn = _base_info_turn(
+                body, session_id, request_id, started
+            )
+        else:
+            limit = chat.settings.max_message_chars
+            turn = _free_text_turn(body, session_id, request_id, started, limit)
+    except Refused as refused:
+        return _only(Failed(refused.error)), headers, ""
+    except GatewayError as error:
+        return _only(Failed(error)), headers, ""
+    gate = admission.gate(caller, session_id)
+    if isinstance(turn, BaseInfoTurn):
+        events = chat.service.base_info(turn, gate)
     else:
-        events = chat.service.free_text(
-            session_id=session_id, message=body.message, request_id=request_id
-        )
-    return chat.shares.hold(caller, events), headers, caller.owner(body.sessionId or "")
+        events = chat.service.free_text(turn, gate)
+    return events, headers, caller.owner(body.sessionId or "")
 
 
 def _sse(
@@ -280,21 +286,18 @@ def _sse(
     )
 
 
-async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Response | None:
+async def _resume(
+    request: Request, chat: ChatContext, endpoint: str, last_event_id: str, given: str | None
+) -> Response:
     """An EventSource reconnecting (``Last-Event-ID``) continues its stream, never a new one.
     Only the client that started it (and with the same ``sessionId``) gets it: anyone else
     gets the 204 of an unknown stream. A reconnect counts against the rate limits."""
-    last_event_id = request.headers.get("last-event-id", "").strip()
-    if not last_event_id:
-        return None
-    given = request.query_params.get("sessionId") or ""
     headers = {"x-request-id": current_request_id()}
-    caller = chat.access.identify(request)
-    if isinstance(caller, Unauthorized):
-        return _sse(_only(Failed(caller)), headers, chat, endpoint)
-    refusal = await chat.limits.admit(caller, given)
-    if refusal is not None:
-        return _sse(_only(Failed(refusal)), headers, chat, endpoint)
+    try:
+        caller = chat.admission.caller(request)
+        await chat.admission.rates(caller, given or "")
+    except Refused as refused:
+        return _sse(_only(Failed(refused.error)), headers, chat, endpoint)
     return await resume_response(
         last_event_id,
         streams=chat.streams,
@@ -303,41 +306,52 @@ async def _resume(request: Request, chat: ChatContext, endpoint: str) -> Respons
         metrics=chat.metrics,
         endpoint=endpoint,
         headers=headers,
-        owner=caller.owner(given),
+        owner=caller.owner(given or ""),
     )
 
 
-@_stream_route(
+@router.get(
     "/base-info",
     summary="Recommend challenges for a base-info selection (SSE)",
-    openapi_extra=_text_queries("sessionId", "location", "workType", "category"),
+    response_class=EventStreamResponse,
+    status_code=200,
+    responses=_SSE_DOC,
 )
-async def base_info_stream(request: Request) -> Response:
-    chat = chat_context(request)
-    if (resumed := await _resume(request, chat, "base-info")) is not None:
-        return resumed
-    query = request.query_params
+async def base_info_stream(
+    request: Request,
+    chat: ChatDep,
+    session_id: SessionIdQuery = None,
+    location: str | None = None,
+    work_type: WorkTypeQuery = None,
+    category: str | None = None,
+    last_event_id: LastEventId = None,
+) -> Response:
+    if last_event_id and last_event_id.strip():
+        return await _resume(request, chat, "base-info", last_event_id.strip(), session_id)
     body = BaseInfoBody(
-        sessionId=query.get("sessionId"),
-        location=query.get("location"),
-        workType=query.get("workType"),
-        category=query.get("category"),
+        sessionId=session_id, location=location, workType=work_type, category=category
     )
     events, headers, owner = await _start(request, chat, body)
     return _sse(events, headers, chat, "base-info", owner)
 
 
-@_stream_route(
+@router.get(
     "/free-text",
     summary="Answer a free-text message with retrieval (SSE)",
-    openapi_extra=_text_queries("sessionId", "message"),
+    response_class=EventStreamResponse,
+    status_code=200,
+    responses=_SSE_DOC,
 )
-async def free_text_stream(request: Request) -> Response:
-    chat = chat_context(request)
-    if (resumed := await _resume(request, chat, "free-text")) is not None:
-        return resumed
-    query = request.query_params
-    body = FreeTextBody(sessionId=query.get("sessionId"), message=query.get("message"))
+async def free_text_stream(
+    request: Request,
+    chat: ChatDep,
+    session_id: SessionIdQuery = None,
+    message: str | None = None,
+    last_event_id: LastEventId = None,
+) -> Response:
+    if last_event_id and last_event_id.strip():
+        return await _resume(request, chat, "free-text", last_event_id.strip(), session_id)
+    body = FreeTextBody(sessionId=session_id, message=message)
     events, headers, owner = await _start(request, chat, body)
     return _sse(events, headers, chat, "free-text", owner)
 
@@ -348,11 +362,7 @@ async def free_text_stream(request: Request) -> Response:
     response_model=Envelope,
     responses=_JSON_DOC,
 )
-async def base_info_json(
-    request: Request,
-    chat: ChatDep,
-    body: BaseInfoBody,
-) -> Response:
+async def base_info_json(request: Request, chat: ChatDep, body: BaseInfoBody) -> Response:
     events, headers, _ = await _start(request, chat, body)
     return await _as_json(request, chat.metrics, "base-info-json", events, headers)
 
@@ -363,10 +373,6 @@ async def base_info_json(
     response_model=Envelope,
     responses=_JSON_DOC,
 )
-async def free_text_json(
-    request: Request,
-    chat: ChatDep,
-    body: FreeTextBody,
-) -> Response:
+async def free_text_json(request: Request, chat: ChatDep, body: FreeTextBody) -> Response:
     events, headers, _ = await _start(request, chat, body)
     return await _as_json(request, chat.metrics, "free-text-json", events, headers)

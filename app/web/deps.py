@@ -2,8 +2,8 @@
 
 ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in a worker thread, a
 thread hop per dependency per request for a one-line attribute read. The chat routes take one
-dependency, :class:`ChatContext`, not seven: FastAPI resolves each dependency
-on every request, and these are always used together."""
+dependency, :class:`ChatContext`, not five: FastAPI resolves each dependency on every
+request, and these are always used together."""
 
 from __future__ import annotations
 
@@ -12,15 +12,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from app.chat.pipeline import RecommendationService
+from app.chat.turn import RecommendationService
 from app.config import Settings
 from app.metrics import Metrics
 from app.streams.hub import StreamHub
-from app.web.access import Access
-from app.web.limits import Limits
-from app.web.shares import GenerationShares
+from app.web.admission import Admission
 
-__all__ = ["ChatContext", "ChatDep", "MetricsDep", "chat_context"]
+__all__ = ["ChatContext", "ChatDep", "MetricsDep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,23 +26,15 @@ class ChatContext:
     """What a recommendation route uses, built once by the lifespan."""
 
     service: RecommendationService
-    limits: Limits
+    admission: Admission
     settings: Settings
     metrics: Metrics
     streams: StreamHub
-    access: Access
-    shares: GenerationShares
-
-
-def chat_context(request: Request) -> ChatContext:
-    """The lifespan's :class:`ChatContext` (also read directly by the SSE routes, which take
-    no dependencies: ``app/routers/recommendation.py``)."""
-    chat: ChatContext = request.state.chat
-    return chat
 
 
 async def _chat(request: Request) -> ChatContext:
-    return chat_context(request)
+    chat: ChatContext = request.state.chat
+    return chat
 
 
 async def _metrics(request: Request) -> Metrics:

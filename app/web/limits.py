@@ -7,9 +7,8 @@ bucket exists) and before any retrieval or upstream call; each refusal is one ``
     more than RATE_LIMIT_PER_MINUTE from one user                    -> 429, retryAfterSeconds
     more than CLIENT_RATE_LIMIT_PER_MINUTE from one client           -> 429, retryAfterSeconds
 
-(How many generations one client holds at once is ``app.web.shares``; per-session concurrency,
-SESSION_MAX_CONCURRENT -> 429, is ``app.chat.slots``; the global MAX_CONCURRENT_GENERATIONS ->
-503 lives in the pipeline.)
+(How many generations are held at once, by everyone, one client or one session, is
+``app.web.admission``, which also asks this module.)
 
 A user is a chat window: its ``sessionId`` within its client, or a page visitor. A client is
 its API key, else its address (the one a TRUSTED_PROXIES proxy forwards), see

@@ -33,7 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app.chat.pipeline import OFF_TOPIC_REPLY
+from app.chat.planning import OFF_TOPIC_REPLY
 from app.domain.errors import UpstreamFailed
 from app.streams.log import StreamAborted
 from tests.support.gateway import ROOT, GatewayProcess

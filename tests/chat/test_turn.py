@@ -1,17 +1,24 @@
-"""RecommendationService when retrieval cannot do its part: a vector store that is down
+"""A turn (``RecommendationService``: plan, admit, generate) when retrieval cannot do its part: a vector store that is down
 degrades the answer (no context), it does not fail; an embedding model too busy to wait for
 reads the turn by its words, and a refusal so read waits for the embedding to confirm it. Real
 upstream client against the scripted server."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import httpx
 import numpy as np
 import pytest
 
+from app.chat.generation import Generator
 from app.chat.intent import Act, Example, IntentClassifier, Intents
-from app.chat.pipeline import RecommendationService
+from app.chat.plan import BaseInfoTurn, FreeTextTurn
+from app.chat.planning import Planner
 from app.chat.sessions import InMemorySessionStore
+from app.chat.turn import RecommendationService
 from app.config import Settings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
@@ -96,6 +103,21 @@ class _EmbedderBusy:
         return []
 
 
+class _Open:
+    """A gate that always admits (admission itself: tests/web/test_admission.py)."""
+
+    def check(self) -> None:
+        pass
+
+    @asynccontextmanager
+    async def hold(self) -> AsyncIterator[None]:
+        yield
+
+
+def _free_text(message: str) -> FreeTextTurn:
+    return FreeTextTurn("s", None, time.monotonic(), message)
+
+
 def _service(
     http: httpx.AsyncClient,
     settings: Settings,
@@ -106,14 +128,16 @@ def _service(
 ) -> RecommendationService:
     if sessions is None:  # (an empty store is falsy: it has a length)
         sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
-    return RecommendationService(
-        llm=LLMClient(http, settings),
+    metrics = metrics or Metrics()
+    planner = Planner(
         retriever=retriever,  # type: ignore[arg-type]
         intents=_intents(),
         sessions=sessions,
         settings=settings,
         metrics=metrics,
     )
+    generator = Generator(llm=LLMClient(http, settings), sessions=sessions, metrics=metrics)
+    return RecommendationService(planner, generator)
 
 
 async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
@@ -125,7 +149,7 @@ async def test_a_turn_the_embedder_is_too_busy_for_is_read_by_its_words(
     metrics = Metrics()
     async with build_http_client(settings) as http:
         service = _service(http, settings, retriever, sessions=sessions, metrics=metrics)
-        events = [e async for e in service.free_text(session_id="s", message="두유 마시기")]
+        events = [e async for e in service.free_text(_free_text("두유 마시기"), _Open())]
     assert isinstance(events[-1], Done)
     # The lexical vote chose VEGAN (the dense one would have left the category open), and the
     # searches (the catalogue's evidence of the category, then the candidates) went by words
@@ -154,7 +178,7 @@ async def test_a_refusal_read_by_words_is_confirmed_by_the_embedding(
     metrics = Metrics()
     async with build_http_client(settings) as http:
         service = _service(http, settings, retriever, metrics=metrics)
-        events = [e async for e in service.free_text(session_id="s", message="주식 시세")]
+        events = [e async for e in service.free_text(_free_text("주식 시세"), _Open())]
     done = events[-1]
     assert isinstance(done, Done)
     assert retriever.waits == 1
@@ -178,7 +202,7 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
         events = [
             event
             async for event in service.base_info(
-                session_id="s", location="산", work_type="사무직", category="VEGAN"
+                BaseInfoTurn("s", None, time.monotonic(), "산", "사무직", Category.VEGAN), _Open()
             )
         ]
     assert retriever.calls == 1

@@ -1,8 +1,8 @@
-"""The use case: one recommendation, from validated input to a stream of events.
+"""The first half of a turn: from a validated request to a :class:`TurnPlan`.
 
-    plan:     validate -> session -> embed -> intent -> category -> candidates -> prompt
-    admit:    capacity (MAX_CONCURRENT_GENERATIONS) and the session's own slots
-    generate: upstream stream -> scrubber -> guard -> events (app/chat/generation.py)
+    base-info:  session <- situation -> candidates -> prompt -> plan
+    free text:  session -> embed -> intent -> category and candidates -> prompt -> plan
+                (off-topic or nonsense: a :class:`Reply` saying what the bot can do)
 
 A free-text turn is embedded once: the intent step and retrieval read the same vector. When the
 embedding model's queue is long, the turn is read by its words instead (lexical intent,
@@ -11,10 +11,6 @@ sparse-only search) rather than wait behind it.
 The candidates are the catalogue challenges the model chooses among: in the answer's category,
 fitting the user's situation (base-info's location and work type), not shown before in the
 session ("다른 거", "더 쉬운 거"), or exactly the ones just shown ("그 중에 …").
-
-Both entry points are async generators of ``StreamEvent``: any number of ``Delta``, then
-exactly one ``Done`` or ``Failed``, then nothing. Input errors are the first and only event,
-so the GET (SSE) and POST (JSON) routes share every line of this file.
 """
 
 from __future__ import annotations
@@ -22,35 +18,29 @@ from __future__ import annotations
 import logging
 import random
 import re
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-from app.chat.generation import generate
 from app.chat.intent import (
     Evidence,
     Intent,
     IntentKind,
     Intents,
     catalogue_evidence,
-    normalize_message,
 )
-from app.chat.plan import TurnPlan
+from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore
-from app.chat.slots import SessionSlots
 from app.config import Settings
-from app.domain.categories import LOCATIONS, WORK_TYPES, Category, normalize_choice, parse_category
-from app.domain.errors import BadInput, InvalidValue, Overloaded
-from app.domain.events import Delta, Done, Failed, StreamEvent
-from app.llm.client import LLMClient
+from app.domain.categories import Category
+from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE, Scope
 
-__all__ = ["OFF_TOPIC_REPLY", "RecommendationService"]
+__all__ = ["OFF_TOPIC_REPLY", "Planner"]
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +50,19 @@ OFF_TOPIC_REPLY = (
     "비건 중에서 궁금한 분야를 말씀해 주시거나 "
     "'사무실에서 할 수 있는 챌린지 추천해 줘'처럼 물어봐 주세요."
 )
+#: What the bot can do, as a normal stream, for off-topic or nonsense input.
+FRIENDLY_REPLY = Reply(
+    (
+        *(Delta(sentence) for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY)),
+        Done({"recommend": OFF_TOPIC_REPLY, "challenges": []}),
+    )
+)
 _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
-#: Tokens each composition needs at most: three titles of up to about 30 tokens in JSON; plus a
-#: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
-#: plus three descriptions.
-_MAX_TOKENS = {"titles": 128, "recommend": 320, "descriptions": 768}
 #: What the gateway's recommend says the turn did, by what the message asked for.
 _OPENING_KIND = {
     IntentKind.SWITCH: "switch",
@@ -79,6 +72,7 @@ _OPENING_KIND = {
     IntentKind.AMONG: "among",
     IntentKind.ASK: "ask",
 }
+_FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,151 +84,85 @@ class _Query:
     by_words: bool = False  # read without its embedding (a burst): sparse-only search
 
 
-class RecommendationService:
+class Planner:
     def __init__(
         self,
         *,
-        llm: LLMClient,
         retriever: Retriever,
         intents: Intents,
         sessions: SessionStore,
         settings: Settings,
-        metrics: Metrics | None = None,
+        metrics: Metrics,
     ) -> None:
-        self._llm = llm
         self._retriever = retriever
         self._intents = intents
         self._sessions = sessions
         self._settings = settings
-        self._metrics = metrics or Metrics()
-        self._generating = 0  # one event loop: a plain counter is exact
-        self._session_slots = SessionSlots(settings.session_max_concurrent)
-        self._max_tokens = settings.llm_max_tokens or _MAX_TOKENS[settings.answer_composition]
+        self._metrics = metrics
 
     # ------------------------------------------------------------------ base-info
-    async def base_info(
-        self,
-        *,
-        session_id: str,
-        location: str | None,
-        work_type: str | None,
-        category: str | None,
-        request_id: str | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        started = time.monotonic()
-        given = {"location": location, "workType": work_type, "category": category}
-        missing = [name for name, value in given.items() if not (value or "").strip()]
-        if missing:
-            yield Failed(
-                BadInput(
-                    f"missing {missing}",
-                    message="위치, 근무 형태, 카테고리를 모두 선택해 주세요.",
-                    data={"missingFields": missing},
-                )
-            )
-            return
-        place = normalize_choice(location or "", LOCATIONS)
-        work = normalize_choice(work_type or "", WORK_TYPES)
-        chosen = parse_category(category or "")
-        invalid = [
-            name
-            for name, ok in (("location", place), ("workType", work), ("category", chosen))
-            if ok is None
-        ]
-        if place is None or work is None or chosen is None:
-            yield Failed(InvalidValue(invalid, f"invalid {invalid}"))
-            return
-        if (busy := self._at_capacity()) is not None:
-            yield busy
-            return
-
+    async def base_info(self, turn: BaseInfoTurn) -> TurnPlan:
+        chosen, place, work = turn.category, turn.location, turn.work_type
         state = await self._sessions.record(
-            session_id, base_category=chosen, category=chosen, location=place, work_type=work
+            turn.session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
         query = _Query(f"{chosen.label} {place} {work}")
         _, candidates = await self._fitting(query, chosen, state, more=False)
         prompt = PromptInput(category=chosen, candidates=candidates, location=place, work_type=work)
-        plan = self._plan(
-            session_id,
-            request_id,
-            started,
+        return self._plan(
+            turn,
             prompt,
             Opening(chosen, "first", place, work, turn=len(state.turns)),
             user_text=f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}",
         )
-        async for event in self._admit_and_generate(plan):
-            yield event
 
     # ------------------------------------------------------------------ free-text
-    async def free_text(
-        self, *, session_id: str, message: str | None, request_id: str | None = None
-    ) -> AsyncIterator[StreamEvent]:
-        started = time.monotonic()
-        text = normalize_message(message or "")
-        if not text:
-            yield Failed(BadInput("empty message", message="메시지를 입력해 주세요."))
-            return
-        limit = self._settings.max_message_chars
-        if len(text) > limit:
-            yield Failed(
-                InvalidValue(
-                    ["message"],
-                    f"message of {len(text)} chars",
-                    message=f"메시지는 {limit}자 이내로 입력해 주세요.",
-                )
-            )
-            return
-        if (busy := self._at_capacity()) is not None:
-            yield busy
-            return
-
-        state = await self._sessions.load(session_id)
-        query, nearest, intent = await self._understand(text, state)
+    async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
+        state = await self._sessions.load(turn.session_id)
+        query, nearest, intent = await self._understand(turn.message, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
-            async for event in _friendly_reply():
-                yield event
-            return
+            return FRIENDLY_REPLY
         category, candidates = await self._choose(query, intent, state, nearest)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
-        await self._sessions.record(session_id, category=category, base_category=began)
+        await self._sessions.record(turn.session_id, category=category, base_category=began)
+        among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
+        return self._plan(
+            turn,
+            self._prompt(turn.message, intent, state, category, candidates),
+            _opening(intent, state, category, among=among),
+            user_text=turn.message,
+            among=among,
+        )
 
-        follow_up = intent.kind in (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
-        previous = _previous_exchange(state) if follow_up and category is state.category else None
+    def _prompt(
+        self,
+        message: str,
+        intent: Intent,
+        state: SessionState,
+        category: Category,
+        candidates: tuple[Hit, ...],
+    ) -> PromptInput:
+        """A free-text turn's prompt: a follow-up in the same category sees the last exchange;
+        the turns replayed are those of this category only (answers about another one would
+        be copied by a small model; turns stored without a category count as the current
+        one's)."""
+        follow_up = intent.kind in _FOLLOW_UPS and category is state.category
         keep = self._settings.prompt_history_turns
-        # The turns replayed are those of this category: answers about another one would be
-        # copied by a small model. Turns stored without a category count as the current one's.
         mine = [
             turn
             for turn in state.turns
             if turn.category is category or (turn.category is None and category is state.category)
         ]
-        prompt = PromptInput(
+        return PromptInput(
             category=category,
             candidates=candidates,
-            message=text,
+            message=message,
             location=state.location,
             work_type=state.work_type,
-            previous=previous,
+            previous=_previous_exchange(state) if follow_up else None,
             history=mine[-keep:] if keep else (),
         )
-        among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
-        kind = _OPENING_KIND.get(intent.kind, "ask") if state.turns else "first"
-        if intent.kind is IntentKind.AMONG and not among:
-            kind = "ask"
-        opening = Opening(
-            category,
-            kind,
-            state.location,
-            state.work_type,
-            turn=len(state.turns),
-            previous_category=state.category,
-        )
-        plan = self._plan(
-            session_id, request_id, started, prompt, opening, user_text=text, among=among
-        )
-        async for event in self._admit_and_generate(plan):
-            yield event
 
     async def _understand(
         self, text: str, state: SessionState
@@ -344,12 +272,10 @@ class RecommendationService:
                 return None
         return tuple(hits)
 
-    # ------------------------------------------------------------------ plan, admit, generate
+    # ------------------------------------------------------------------ the plan
     def _plan(
         self,
-        session_id: str,
-        request_id: str | None,
-        started: float,
+        turn: BaseInfoTurn | FreeTextTurn,
         prompt: PromptInput,
         opening: Opening,
         *,
@@ -363,9 +289,9 @@ class RecommendationService:
         picks = settings.answer_challenges
         recommend = compose_recommend(opening) if composition == "titles" else None
         return TurnPlan(
-            session_id=session_id,
-            request_id=request_id,
-            started=started,
+            session_id=turn.session_id,
+            request_id=turn.request_id,
+            started=turn.started,
             category=prompt.category,
             candidates=tuple(prompt.candidates),
             messages=tuple(answer_messages(prompt, composition, examples=settings.prompt_examples)),
@@ -377,35 +303,6 @@ class RecommendationService:
             user_text=user_text,
             recommend=recommend,
         )
-
-    def _at_capacity(self) -> Failed | None:
-        """The refusal past MAX_CONCURRENT_GENERATIONS, checked before retrieval too, so a
-        refusal costs no embedding. Refuse at once rather than queue: open streams keep their
-        speed, and the client (EventSource or relay) gets a retry hint, not a silent wait."""
-        if self._generating < self._settings.max_concurrent_generations:
-            return None
-        return Failed(Overloaded("MAX_CONCURRENT_GENERATIONS reached", retry_after=2.0))
-
-    async def _admit_and_generate(self, plan: TurnPlan) -> AsyncIterator[StreamEvent]:
-        if (busy := self._at_capacity()) is not None:  # again: retrieval took a while
-            yield busy
-            return
-        with self._session_slots.hold(plan.session_id) as refusal:
-            if refusal is not None:
-                yield Failed(refusal)
-                return
-            self._generating += 1
-            try:
-                async for event in generate(
-                    plan,
-                    llm=self._llm,
-                    sessions=self._sessions,
-                    metrics=self._metrics,
-                    max_tokens=self._max_tokens,
-                ):
-                    yield event
-            finally:
-                self._generating -= 1
 
 
 def _scopes(
@@ -452,13 +349,6 @@ def _previous_exchange(state: SessionState) -> tuple[str, list[str]] | None:
     return last.user, [item.title for item in answer.challenges]
 
 
-async def _friendly_reply() -> AsyncIterator[StreamEvent]:
-    """What the bot can do, as a normal stream, for off-topic or nonsense input."""
-    for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY):
-        yield Delta(sentence)
-    yield Done({"recommend": OFF_TOPIC_REPLY, "challenges": []})
-
-
 def _next_category(intent: Intent, state: SessionState) -> Category | None:
     kind = intent.kind
     if kind is IntentKind.SWITCH:
@@ -466,3 +356,18 @@ def _next_category(intent: Intent, state: SessionState) -> Category | None:
     if kind is IntentKind.BACK_TO_BASE:
         return state.base_category or state.category
     return state.category
+
+
+def _opening(intent: Intent, state: SessionState, category: Category, *, among: bool) -> Opening:
+    """What the gateway's recommend says this free-text turn did."""
+    kind = _OPENING_KIND.get(intent.kind, "ask") if state.turns else "first"
+    if intent.kind is IntentKind.AMONG and not among:
+        kind = "ask"  # nothing shown to choose among
+    return Opening(
+        category,
+        kind,
+        state.location,
+        state.work_type,
+        turn=len(state.turns),
+        previous_category=state.category,
+    )

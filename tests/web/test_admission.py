@@ -1,0 +1,185 @@
+"""Admission's generation slots (``app.web.admission``): everyone's, a client's share, the
+page's share, a session's; taken once a turn is planned, given back however the turn ends."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, aclosing
+from typing import Any
+
+import anyio
+import pytest
+
+from app.chat.plan import Reply
+from app.chat.turn import RecommendationService
+from app.config import Settings
+from app.domain.errors import Overloaded, RateLimited, Refused
+from app.domain.events import Delta, Done, Failed, StreamEvent
+from app.web.access import Access, Caller
+from app.web.admission import Admission
+from app.web.limits import Limits
+
+pytestmark = pytest.mark.anyio
+
+A = Caller("ip:10.0.0.1", "address")
+B = Caller("ip:10.0.0.2", "address")
+
+
+def _admission(**overrides: object) -> Admission:
+    base: dict[str, object] = {
+        "max_concurrent_generations": 8,
+        "client_generations_share": 0.5,
+        "session_max_concurrent": 2,
+    }
+    settings = Settings(_env_file=None, **(base | overrides))  # type: ignore[call-arg, arg-type]
+    return Admission(settings, access=Access(settings), limits=Limits(settings))
+
+
+async def _refusal(admission: Admission, caller: Caller, session: str) -> Refused:
+    with pytest.raises(Refused) as refused:
+        async with admission.gate(caller, session).hold():
+            pass
+    return refused.value
+
+
+async def test_a_client_holds_at_most_its_share_and_others_are_served() -> None:
+    admission = _admission()
+    async with AsyncExitStack() as held:
+        for n in range(4):
+            await held.enter_async_context(admission.gate(A, f"s{n}").hold())
+        assert admission.held("client:ip:10.0.0.1") == 4
+        refused = (await _refusal(admission, A, "s9")).error
+        assert isinstance(refused, RateLimited)
+        assert refused.status == 429 and refused.data == {"retryAfterSeconds": 2.0}
+        with pytest.raises(Refused):
+            admission.gate(A, "s9").check()  # a look, taking nothing
+        async with admission.gate(B, "s0").hold():
+            assert admission.held("all") == 5, "another client is served"
+    assert admission.held("client:ip:10.0.0.1") == 0 and admission.held("all") == 0
+
+
+async def test_everyone_together_holds_max_concurrent_generations() -> None:
+    admission = _admission(client_generations_share=1.0)  # no share of its own: the 503 speaks
+    async with AsyncExitStack() as held:
+        for n in range(8):
+            await held.enter_async_context(admission.gate(A, f"s{n}").hold())
+        refused = (await _refusal(admission, B, "s0")).error
+        assert type(refused) is Overloaded and refused.status == 503
+
+
+async def test_a_session_holds_session_max_concurrent() -> None:
+    admission = _admission()
+    async with AsyncExitStack() as held:
+        for _ in range(2):
+            await held.enter_async_context(admission.gate(A, "s").hold())
+        refused = (await _refusal(admission, A, "s")).error
+        assert isinstance(refused, RateLimited) and "이전 답변" in refused.message
+        async with admission.gate(B, "s").hold():
+            pass  # the same session id from another client is another session
+
+
+async def test_a_relay_key_gets_the_larger_share() -> None:
+    admission = _admission(relay_generations_share=0.75)
+    relay = Caller("key:abc", "relay")
+    async with AsyncExitStack() as held:
+        for n in range(6):  # a client: 4
+            await held.enter_async_context(admission.gate(relay, f"s{n}").hold())
+        await _refusal(admission, relay, "s9")
+
+
+async def test_page_visitors_hold_their_own_slots_and_the_page_its_share() -> None:
+    admission = _admission(page_generations_share=0.5)
+    visitors = [Caller(f"page:ip:10.0.0.{n}", "page", visitor=f"{n:032d}") for n in range(3)]
+    async with AsyncExitStack() as held:
+        for n in range(2):
+            await held.enter_async_context(admission.gate(visitors[0], f"s{n}").hold())
+        one = (await _refusal(admission, visitors[0], "s9")).error
+        assert one.status == 429, "one visitor: SESSION_MAX_CONCURRENT at once, any session"
+        for n in range(2):
+            await held.enter_async_context(admission.gate(visitors[1], f"s{n}").hold())
+        full = (await _refusal(admission, visitors[2], "s0")).error
+        assert isinstance(full, Overloaded) and full.status == 503, "the page holds half"
+        async with admission.gate(A, "s0").hold():
+            pass  # key holders and addresses are served
+
+
+# ---------------------------------------------------------------------------- through a turn
+class _Planner:
+    def __init__(self, reply: Reply | None = None) -> None:
+        self.planned = 0
+        self.reply = reply
+
+    async def base_info(self, turn: Any) -> Any:
+        self.planned += 1
+        return self.reply or "plan"
+
+
+class _Generator:
+    def __init__(self, gate: anyio.Event | None = None, *, fail: bool = False) -> None:
+        self.gate = gate
+        self.fail = fail
+
+    async def run(self, plan: Any) -> AsyncIterator[StreamEvent]:
+        yield Delta("a")
+        if self.fail:
+            raise RuntimeError("boom")
+        if self.gate is not None:
+            await self.gate.wait()
+        yield Done({"recommend": "a", "challenges": []})
+
+
+def _turn(admission: Admission, generator: _Generator, planner: _Planner | None = None) -> Any:
+    service = RecommendationService(planner or _Planner(), generator)  # type: ignore[arg-type]
+    return service.base_info(None, admission.gate(A, "s"))  # type: ignore[arg-type]
+
+
+async def test_the_slot_is_held_while_the_answer_generates_and_given_back_on_every_end() -> None:
+    admission = _admission(max_concurrent_generations=2)  # one per client
+    pool = "client:ip:10.0.0.1"
+
+    # The reader stops after the first event (the stream hub's ``break`` on a terminal one).
+    async with aclosing(_turn(admission, _Generator())) as events:
+        assert isinstance(await anext(events), Delta)
+        assert admission.held(pool) == 1
+    assert admission.held(pool) == 0
+
+    # Cancelled mid-generation (the client left, shutdown).
+    async def run() -> None:
+        async for _ in _turn(admission, _Generator(anyio.Event())):
+            pass
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await anyio.wait_all_tasks_blocked()
+        assert admission.held(pool) == 1
+        group.cancel_scope.cancel()
+    assert admission.held(pool) == 0
+
+    # The generation raised.
+    with pytest.raises(RuntimeError):
+        async for _ in _turn(admission, _Generator(fail=True)):
+            pass
+    assert admission.held(pool) == 0
+
+    # Never started (refused while draining): never planned, never taken.
+    planner = _Planner()
+    never = _turn(admission, _Generator(), planner)
+    await never.aclose()
+    assert admission.held(pool) == 0 and planner.planned == 0
+
+
+async def test_a_full_pool_refuses_before_planning_and_a_reply_takes_no_slot() -> None:
+    admission = _admission(max_concurrent_generations=2)
+    planner = _Planner()
+    async with admission.gate(A, "other").hold():
+        events = [e async for e in _turn(admission, _Generator(), planner)]
+    assert len(events) == 1 and isinstance(events[0], Failed) and events[0].error.status == 429
+    assert planner.planned == 0, "a refusal costs no embedding"
+
+    # An off-topic reply needs no model: it takes no slot.
+    reply = Reply((Delta("hi"), Done({"recommend": "hi", "challenges": []})))
+    held_during: list[int] = []
+    async for event in _turn(admission, _Generator(), _Planner(reply)):
+        held_during.append(admission.held("all"))
+        assert not isinstance(event, Failed)
+    assert held_during == [0, 0]
