@@ -101,6 +101,13 @@ WorkTypeQuery = Annotated[str | None, Query(alias="workType")]
 LastEventId = Annotated[str | None, Header(alias="Last-Event-ID", include_in_schema=False)]
 
 
+_SSE_ROUTE: dict[str, Any] = {
+    "response_class": EventStreamResponse,
+    "status_code": 200,
+    "responses": _SSE_DOC,
+}
+
+
 class BaseInfoBody(BaseModel):
     model_config = ConfigDict(extra="ignore")
     sessionId: str | None = None
@@ -286,6 +293,20 @@ def _sse(
     )
 
 
+async def _stream(
+    request: Request,
+    chat: ChatContext,
+    endpoint: str,
+    body: BaseInfoBody | FreeTextBody,
+    last_event_id: str | None,
+) -> Response:
+    """A GET: the stream a reconnecting EventSource left (``Last-Event-ID``), else a new turn."""
+    if last_event_id and last_event_id.strip():
+        return await _resume(request, chat, endpoint, last_event_id.strip(), body.sessionId)
+    events, headers, owner = await _start(request, chat, body)
+    return _sse(events, headers, chat, endpoint, owner)
+
+
 async def _resume(
     request: Request, chat: ChatContext, endpoint: str, last_event_id: str, given: str | None
 ) -> Response:
@@ -313,9 +334,7 @@ async def _resume(
 @router.get(
     "/base-info",
     summary="Recommend challenges for a base-info selection (SSE)",
-    response_class=EventStreamResponse,
-    status_code=200,
-    responses=_SSE_DOC,
+    **_SSE_ROUTE,
 )
 async def base_info_stream(
     request: Request,
@@ -326,21 +345,16 @@ async def base_info_stream(
     category: str | None = None,
     last_event_id: LastEventId = None,
 ) -> Response:
-    if last_event_id and last_event_id.strip():
-        return await _resume(request, chat, "base-info", last_event_id.strip(), session_id)
     body = BaseInfoBody(
         sessionId=session_id, location=location, workType=work_type, category=category
     )
-    events, headers, owner = await _start(request, chat, body)
-    return _sse(events, headers, chat, "base-info", owner)
+    return await _stream(request, chat, "base-info", body, last_event_id)
 
 
 @router.get(
     "/free-text",
     summary="Answer a free-text message with retrieval (SSE)",
-    response_class=EventStreamResponse,
-    status_code=200,
-    responses=_SSE_DOC,
+    **_SSE_ROUTE,
 )
 async def free_text_stream(
     request: Request,
@@ -349,11 +363,8 @@ async def free_text_stream(
     message: str | None = None,
     last_event_id: LastEventId = None,
 ) -> Response:
-    if last_event_id and last_event_id.strip():
-        return await _resume(request, chat, "free-text", last_event_id.strip(), session_id)
     body = FreeTextBody(sessionId=session_id, message=message)
-    events, headers, owner = await _start(request, chat, body)
-    return _sse(events, headers, chat, "free-text", owner)
+    return await _stream(request, chat, "free-text", body, last_event_id)
 
 
 @router.post(
