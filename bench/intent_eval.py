@@ -18,7 +18,7 @@ way (``IntentClassifier.decide``):
 - ``lexical+confirm``: what a burst does: the lexical reading, and for a turn it would refuse
   as off-topic the embedding's decision (the turn waits for its embedding); its time excludes
   that embedding, and ``confirmations`` counts the turns that needed one;
-- ``prototype``: the cosine to each act's (and category's) mean example vector;
+- ``prototype``: the cosine to each label's (and category's) mean example vector;
 - ``logreg``: scikit-learn's logistic regression on the example vectors (when installed);
 - ``llm``: the served model as a router through vLLM structured output, a choice among the
   labels (``--llm-url``), with its extra round trip timed.
@@ -51,12 +51,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.chat.intent import (  # noqa: E402
-    Act,
     Evidence,
     Intent,
     IntentClassifier,
+    IntentClassifiers,
     IntentKind,
-    Intents,
+    Label,
     catalogue_evidence,
 )
 from app.chat.intent_bank import (  # noqa: E402
@@ -124,21 +124,23 @@ def predicted_class(intent: Intent, state: SessionState, gold: str) -> tuple[str
 
 
 class PrototypeClassifier(IntentClassifier):
-    """Cosine to each act's mean vector; the category by the topic examples' mean vectors."""
+    """Cosine to each label's mean vector; the category by the topic examples' mean vectors."""
 
     def __init__(self, examples: Sequence[Any], vectors: np.ndarray, **kwargs: Any) -> None:
         super().__init__(examples, vectors, **kwargs)
-        acts = tuple(Act)
-        self._act_means = np.stack([_mean(vectors, [e.act is a for e in examples]) for a in acts])
+        labels = tuple(Label)
+        self._act_means = np.stack(
+            [_mean(vectors, [e.label is a for e in examples]) for a in labels]
+        )
         self._cat_means = np.stack(
             [_mean(vectors, [e.category is c for e in examples]) for c in Category]
         )
 
-    def act_scores(self, vector: np.ndarray) -> dict[Act, float]:
+    def label_scores(self, vector: np.ndarray) -> dict[Label, float]:
         sims = self._act_means @ vector
         weights = np.exp((sims - sims.max()) / 0.02)
         weights /= weights.sum()
-        return {act: float(w) for act, w in zip(Act, weights, strict=True)}
+        return {label: float(w) for label, w in zip(Label, weights, strict=True)}
 
     def topic_category(self, vector: np.ndarray, evidence: Evidence | None = None) -> Category:
         return tuple(Category)[int(np.argmax(self._cat_means @ vector))]
@@ -150,26 +152,26 @@ def _mean(vectors: np.ndarray, mask: Sequence[bool]) -> np.ndarray:
 
 
 class LogRegClassifier(IntentClassifier):
-    """scikit-learn's LogisticRegression over the example vectors (acts, and topic categories)."""
+    """scikit-learn's LogisticRegression over the example vectors (labels, and topic categories)."""
 
     def __init__(self, examples: Sequence[Any], vectors: np.ndarray, **kwargs: Any) -> None:
         from sklearn.linear_model import LogisticRegression
 
         super().__init__(examples, vectors, **kwargs)
         self._act_model = LogisticRegression(C=10.0, max_iter=2000).fit(
-            vectors, [e.act.value for e in examples]
+            vectors, [e.label.value for e in examples]
         )
         topic = [i for i, e in enumerate(examples) if e.category is not None]
         self._cat_model = LogisticRegression(C=10.0, max_iter=2000).fit(
             vectors[topic], [examples[i].category.code for i in topic]
         )
 
-    def act_scores(self, vector: np.ndarray) -> dict[Act, float]:
+    def label_scores(self, vector: np.ndarray) -> dict[Label, float]:
         probs = self._act_model.predict_proba(vector[None, :])[0]
         scores = {
-            Act(label): float(p) for label, p in zip(self._act_model.classes_, probs, strict=True)
+            Label(label): float(p) for label, p in zip(self._act_model.classes_, probs, strict=True)
         }
-        return {act: scores.get(act, 0.0) for act in Act}
+        return {label: scores.get(label, 0.0) for label in Label}
 
     def topic_category(self, vector: np.ndarray, evidence: Evidence | None = None) -> Category:
         return Category[str(self._cat_model.predict(vector[None, :])[0])]
@@ -251,14 +253,15 @@ def _catalogue(embedder: Embedder) -> Callable[[str, np.ndarray | None], Evidenc
 
 
 def _confirmed(
-    intents: Intents, evidence: Callable[[str, np.ndarray | None], Evidence | None] | None = None
+    intents: IntentClassifiers,
+    evidence: Callable[[str, np.ndarray | None], Evidence | None] | None = None,
 ) -> Callable[[Turn_, np.ndarray], Intent]:
     """The lexical reading; an off-topic verdict decided again on the turn's embedding."""
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         seen = evidence(turn.message, None) if evidence else None
         intent = intents.decide(turn.message, None, turn.state, evidence=seen)
-        if Intents.needs_embedding(intent):
+        if IntentClassifiers.needs_embedding(intent):
             decide.confirmations += 1  # type: ignore[attr-defined]
             return intents.decide(turn.message, vector, turn.state, evidence=seen)
         return intent

@@ -1,17 +1,17 @@
 """What a free-text message asks for: decided by its meaning, with the session in view.
 
     message -> the turn's one embedding (shared with retrieval)
-            -> its nearest labelled examples (``app/chat/data/intent_examples.jsonl``) -> an act
-            -> the act read against the session (current and base category, turns so far)
+            -> its nearest labelled examples (``app/chat/data/intent_examples.jsonl``) -> a label
+            -> the label read against the session (current and base category, turns so far)
             -> an :class:`Intent`
 
-The examples carry one of eight acts: ``topic`` (about one category, named or described in
+The examples carry one of eight labels: ``topic`` (about one category, named or described in
 other words: "우유 대신 두유 마시는 챌린지" is VEGAN), ``ask`` (on topic with no category of its
 own: a general question), ``more`` (more or other challenges in the same field: "다른 챌린지도
 있어?", "그거 말고 딴 거", "더 쉬운 거 없어?"), ``among`` (about the challenges shown: "그 중에
 제일 쉬운 거?", "두 번째 건 얼마나 걸려?", "그거 어떻게 시작해?"), ``another`` (another field:
 "아예 다른 분야로", "아무 분야나"), ``back``, ``off_topic`` and ``nonsense``. The session turns
-the act into the decision: a topic in the current category is not a switch (once something
+the label into the decision: a topic in the current category is not a switch (once something
 was shown, it is the follow-up its nearest ask, more and among examples say: "해변 플로깅은
 준비물 뭐 챙겨?" after beach plogging was shown; before, an ordinary question); "back" without
 a base-info category is an ordinary question; "more" and "among" need something shown before
@@ -23,11 +23,11 @@ answering a stray question.
 Two exact rules run beside the vectors, each where it cannot be wrong: a message with neither
 a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a message that names
 exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
-unless its act is "another" ("비건 말고 다른 분야"); for "more" and "among" a name of the
-current category keeps the act ("비건 챌린지 더 없어?" in VEGAN asks for more of them).
+unless its label is "another" ("비건 말고 다른 분야"); for "more" and "among" a name of the
+current category keeps the label ("비건 챌린지 더 없어?" in VEGAN asks for more of them).
 
 When the embedding model is busy (a burst: every turn waits its turn on it), a turn can be read
-through its lexical vector instead (``app.rag.lexical``): :class:`Intents` holds both
+through its lexical vector instead (``app.rag.lexical``): :class:`IntentClassifiers` holds both
 classifiers over the same examples and picks by the vector it is given.
 
 The decision is a matrix product over the example vectors, on the event loop. Embedding the examples is slow, so the vectors for the default embedder ship beside the
@@ -51,13 +51,13 @@ from app.domain.categories import Category
 
 __all__ = [
     "CATALOGUE_WEIGHT",
-    "Act",
     "Evidence",
     "Example",
     "Intent",
     "IntentClassifier",
+    "IntentClassifiers",
     "IntentKind",
-    "Intents",
+    "Label",
     "catalogue_evidence",
     "named_category",
     "normalize_message",
@@ -75,7 +75,7 @@ class IntentKind(enum.Enum):
     NONSENSE = "nonsense"  # keyboard mash: the same friendly answer
 
 
-class Act(enum.Enum):
+class Label(enum.Enum):
     """What one labelled example (or one message, before the session is read) asks for."""
 
     TOPIC = "topic"
@@ -97,16 +97,16 @@ class Intent:
 @dataclass(frozen=True, slots=True)
 class Example:
     text: str
-    act: Act
+    label: Label
     category: Category | None = None  # set for TOPIC only
 
 
-_ACTS = tuple(Act)
+_LABELS = tuple(Label)
 _CATEGORIES = tuple(Category)
 # Acts a category name does not turn into a topic: "another" ("비건 말고 다른 분야") asks away
 # from the name; "more" and "among" are read against the current category in ``decide``.
-_KEEPS_A_NAME = frozenset({Act.TOPIC, Act.ANOTHER, Act.MORE, Act.AMONG})
-_FOLLOW_UPS = (Act.ASK, Act.MORE, Act.AMONG)
+_KEEPS_A_NAME = frozenset({Label.TOPIC, Label.ANOTHER, Label.MORE, Label.AMONG})
+_FOLLOW_UPS = (Label.ASK, Label.MORE, Label.AMONG)
 _HANGUL_SYLLABLE = re.compile(r"[가-힣]")
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 # Labels and codes as people type them: any case, spaces and underscores optional.
@@ -153,11 +153,11 @@ def named_category(message: str) -> Category | None:
 class IntentClassifier:
     """Nearest labelled examples, weighted by similarity, read against the session.
 
-    ``k`` neighbours vote for the act with weights ``exp((cos - best) / temperature)``; the
+    ``k`` neighbours vote for the label with weights ``exp((cos - best) / temperature)``; the
     category of a topic is voted the same way among the topic examples alone. Inside a
     conversation (the session has turns or a category) "off_topic" must beat the on-topic
     reading by ``conversation_margin``, else the message is an ordinary question: the on-topic
-    reading is the topic share, or the follow-up shares together (ask, more and among: one act
+    reading is the topic share, or the follow-up shares together (ask, more and among: one label
     before they were told apart), whichever is larger.
     """
 
@@ -175,16 +175,16 @@ class IntentClassifier:
         # One row per dimension, one column per example: a lexical vector's few buckets are
         # then a few contiguous rows to read.
         self._columns = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).T)
-        self._acts = np.array([_ACTS.index(e.act) for e in examples], dtype=np.int64)
-        topic = [i for i, e in enumerate(examples) if e.act is Act.TOPIC and e.category]
+        self._labels = np.array([_LABELS.index(e.label) for e in examples], dtype=np.int64)
+        topic = [i for i, e in enumerate(examples) if e.label is Label.TOPIC and e.category]
         self._topic_columns = np.ascontiguousarray(self._columns[:, topic])
         self._topic_categories = np.array(
             [_CATEGORIES.index(examples[i].category) for i in topic],
             dtype=np.int64,
         )
-        follow_up = [i for i, e in enumerate(examples) if e.act in _FOLLOW_UPS]
+        follow_up = [i for i, e in enumerate(examples) if e.label in _FOLLOW_UPS]
         self._follow_up_columns = np.ascontiguousarray(self._columns[:, follow_up])
-        self._follow_up_acts = self._acts[follow_up]
+        self._follow_up_labels = self._labels[follow_up]
         self._k = k
         self._temperature = temperature
         self._margin = conversation_margin
@@ -212,11 +212,11 @@ class IntentClassifier:
         dense: npt.NDArray[np.float32] = vector @ columns
         return dense
 
-    def act_scores(self, vector: npt.NDArray[np.float32]) -> dict[Act, float]:
-        """Each act's share of the neighbours' vote (sums to 1)."""
+    def label_scores(self, vector: npt.NDArray[np.float32]) -> dict[Label, float]:
+        """Each label's share of the neighbours' vote (sums to 1)."""
         sims = self._similarities(self._columns, vector)
-        votes = self._vote(sims, self._acts, len(_ACTS))
-        return {act: float(votes[i]) for i, act in enumerate(_ACTS)}
+        votes = self._vote(sims, self._labels, len(_LABELS))
+        return {label: float(votes[i]) for i, label in enumerate(_LABELS)}
 
     def topic_category(
         self, vector: npt.NDArray[np.float32], evidence: Evidence | None = None
@@ -230,28 +230,30 @@ class IntentClassifier:
             votes = votes + CATALOGUE_WEIGHT * evidence
         return _CATEGORIES[int(np.argmax(votes))]
 
-    def follow_up_act(self, vector: npt.NDArray[np.float32]) -> Act:
+    def follow_up_label(self, vector: npt.NDArray[np.float32]) -> Label:
         """Which follow-up the message is, voted among the ask, more and among examples alone:
         a message about the current category may be asking for more of it or about what was
         shown ("해변 플로깅은 준비물 뭐 챙겨?") as much as asking anew."""
-        if not self._follow_up_acts.size:
-            return Act.ASK
+        if not self._follow_up_labels.size:
+            return Label.ASK
         sims = self._similarities(self._follow_up_columns, vector)
-        votes = self._vote(sims, self._follow_up_acts, len(_ACTS))
-        return _ACTS[int(np.argmax(votes))]
+        votes = self._vote(sims, self._follow_up_labels, len(_LABELS))
+        return _LABELS[int(np.argmax(votes))]
 
-    def act(self, message: str, vector: npt.NDArray[np.float32], *, in_conversation: bool) -> Act:
-        """The message's act, before the session's categories are read."""
+    def label(
+        self, message: str, vector: npt.NDArray[np.float32], *, in_conversation: bool
+    ) -> Label:
+        """The message's label, before the session's categories are read."""
         if not _HANGUL_SYLLABLE.search(message) and not _LATIN_WORD.search(message):
-            return Act.NONSENSE
-        scores = self.act_scores(vector)
+            return Label.NONSENSE
+        scores = self.label_scores(vector)
         best = max(scores, key=scores.__getitem__)
-        if best is Act.OFF_TOPIC and in_conversation:
-            on_topic = max(scores[Act.TOPIC], sum(scores[a] for a in _FOLLOW_UPS))
-            if scores[Act.OFF_TOPIC] - on_topic < self._margin:
-                return Act.ASK
+        if best is Label.OFF_TOPIC and in_conversation:
+            on_topic = max(scores[Label.TOPIC], sum(scores[a] for a in _FOLLOW_UPS))
+            if scores[Label.OFF_TOPIC] - on_topic < self._margin:
+                return Label.ASK
         if best not in _KEEPS_A_NAME and named_category(message):
-            return Act.TOPIC
+            return Label.TOPIC
         return best
 
     def decide(
@@ -265,44 +267,44 @@ class IntentClassifier:
         """What ``message`` asks for in the session ``state``; ``vector`` is its embedding,
         ``evidence`` what the catalogue says of its category (:func:`catalogue_evidence`)."""
         in_conversation = bool(state.turns) or state.category is not None
-        act = self.act(message, vector, in_conversation=in_conversation)
-        if act in (Act.MORE, Act.AMONG):
+        label = self.label(message, vector, in_conversation=in_conversation)
+        if label in (Label.MORE, Label.AMONG):
             named = named_category(message)
             if named is not None and named is not state.category:
-                act = Act.TOPIC  # "플로깅도 더 있어?" in VEGAN: about the category it names
+                label = Label.TOPIC  # "플로깅도 더 있어?" in VEGAN: about the category it names
             elif not state.turns:
-                act = Act.ASK  # nothing shown yet: an ordinary question
+                label = Label.ASK  # nothing shown yet: an ordinary question
             else:
-                return Intent(_KIND_OF[act])
-        if act is Act.TOPIC or (act is Act.ASK and state.category is None):
+                return Intent(_KIND_OF[label])
+        if label is Label.TOPIC or (label is Label.ASK and state.category is None):
             # With no category yet, an ordinary question is about the one it is nearest to.
             category = named_category(message) or self.topic_category(vector, evidence)
             if category is not state.category:
                 return Intent(IntentKind.SWITCH, category)
-            if act is Act.TOPIC and state.turns:
+            if label is Label.TOPIC and state.turns:
                 # About the current category once something was shown: which follow-up.
-                follow_up = self.follow_up_act(vector)
-                if follow_up is not Act.ASK:
+                follow_up = self.follow_up_label(vector)
+                if follow_up is not Label.ASK:
                     return Intent(_KIND_OF[follow_up])
             return Intent(IntentKind.ASK)
-        if act is Act.BACK:
+        if label is Label.BACK:
             if state.base_category is None or state.base_category is state.category:
                 return Intent(IntentKind.ASK)
             return Intent(IntentKind.BACK_TO_BASE)
-        return Intent(_KIND_OF[act])
+        return Intent(_KIND_OF[label])
 
 
 _KIND_OF = {
-    Act.ASK: IntentKind.ASK,
-    Act.MORE: IntentKind.MORE,
-    Act.AMONG: IntentKind.AMONG,
-    Act.ANOTHER: IntentKind.ANOTHER,
-    Act.OFF_TOPIC: IntentKind.OFF_TOPIC,
-    Act.NONSENSE: IntentKind.NONSENSE,
+    Label.ASK: IntentKind.ASK,
+    Label.MORE: IntentKind.MORE,
+    Label.AMONG: IntentKind.AMONG,
+    Label.ANOTHER: IntentKind.ANOTHER,
+    Label.OFF_TOPIC: IntentKind.OFF_TOPIC,
+    Label.NONSENSE: IntentKind.NONSENSE,
 }
 
 
-class Intents:
+class IntentClassifiers:
     """The embedding's classifier, and the lexical one for turns read without an embedding.
 
     ``lexical_vector`` turns a message into the vector space of ``lexical``'s examples.

@@ -1,8 +1,8 @@
 """The intent step's labelled examples and their vectors.
 
-``app/chat/data/intent_examples.jsonl`` holds one example per line, ``{"text", "act",
-"category"}``: ``act`` is one of :class:`app.chat.intent.Act`'s values, ``category`` a category
-code for "topic" and null for every other act. Their vectors for an embedder are read from ``intent_examples.<embedder>.npz``
+``app/chat/data/intent_examples.jsonl`` holds one example per line, ``{"text", "label",
+"category"}``: ``label`` is one of :class:`app.chat.intent.Label`'s values, ``category`` a category
+code for "topic" and null for every other label. Their vectors for an embedder are read from ``intent_examples.<embedder>.npz``
 beside it when that file was built from the same examples (its ``digest``); otherwise they are
 embedded now, which takes seconds (a few hundred short queries). The default embedder's file
 ships with the package; rebuild it after editing the examples:
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from app.chat.intent import Act, Example, IntentClassifier, Intents
+from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.domain.categories import Category
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.lexical import LexicalEmbedder
@@ -49,20 +49,23 @@ def load_examples(path: Path = BUNDLED_EXAMPLES) -> list[Example]:
                 continue
             try:
                 row = json.loads(line)
-                act = Act(row["act"])
+                label = Label(row["label"])
                 category = Category[row["category"]] if row.get("category") else None
                 text = str(row["text"])
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not an intent example: {exc}") from exc
-            if (act is Act.TOPIC) != (category is not None):
-                raise ValueError(f"{path}:{number}: a category goes with act 'topic' only")
-            examples.append(Example(text, act, category))
+            if (label is Label.TOPIC) != (category is not None):
+                raise ValueError(f"{path}:{number}: a category goes with label 'topic' only")
+            examples.append(Example(text, label, category))
     return examples
 
 
 def _digest(examples: Sequence[Example], embedder_name: str) -> str:
     blob = json.dumps(
-        [embedder_name, [(e.text, e.act.value, e.category and e.category.code) for e in examples]],
+        [
+            embedder_name,
+            [(e.text, e.label.value, e.category and e.category.code) for e in examples],
+        ],
         ensure_ascii=False,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -108,7 +111,7 @@ def build_classifier(
     return IntentClassifier(examples, example_vectors(embedder, examples, examples_path))
 
 
-def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) -> Intents:
+def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) -> IntentClassifiers:
     """Both classifiers over the bundled examples: by ``embedder``'s vectors, and by lexical
     vectors for turns read without an embedding (blocking: call it off the event loop).
 
@@ -117,7 +120,7 @@ def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) ->
     """
     examples = load_examples(examples_path)
     lexical = LexicalEmbedder()
-    return Intents(
+    return IntentClassifiers(
         IntentClassifier(examples, example_vectors(embedder, examples, examples_path)),
         IntentClassifier(
             examples, lexical.embed_queries([e.text for e in examples]), k=11, temperature=0.05
@@ -137,8 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = load_embedder(args.embedding_model)
     examples = load_examples(args.examples)
     target = save_vectors(embedder, examples, args.examples)
-    acts = ", ".join(f"{act.value} {sum(e.act is act for e in examples)}" for act in Act)
-    print(f"{len(examples)} examples ({acts}) -> {target}")
+    labels = ", ".join(
+        f"{label.value} {sum(e.label is label for e in examples)}" for label in Label
+    )
+    print(f"{len(examples)} examples ({labels}) -> {target}")
     return 0
 
 

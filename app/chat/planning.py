@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from app.chat.intent import (
     Evidence,
     Intent,
+    IntentClassifiers,
     IntentKind,
-    Intents,
     catalogue_evidence,
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
@@ -89,7 +89,7 @@ class Planner:
         self,
         *,
         retriever: Retriever,
-        intents: Intents,
+        intents: IntentClassifiers,
         sessions: SessionStore,
         settings: Settings,
         metrics: Metrics,
@@ -179,7 +179,7 @@ class Planner:
         nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
         evidence = catalogue_evidence([hit.document.category for hit in nearest])
         intent = self._intents.decide(text, vector, state, evidence=evidence)
-        if vector is None and Intents.needs_embedding(intent):
+        if vector is None and IntentClassifiers.needs_embedding(intent):
             intent = await self._confirm_refusal(text, state, intent, evidence)
         self._metrics.intents.labels(intent.kind.value).inc()
         return query, nearest, intent

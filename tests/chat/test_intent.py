@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from app.chat.intent import (
-    Act,
     Example,
     Intent,
     IntentClassifier,
+    IntentClassifiers,
     IntentKind,
-    Intents,
+    Label,
     catalogue_evidence,
 )
 from app.chat.intent_bank import (
@@ -186,7 +186,7 @@ def test_in_a_burst_a_refusal_needs_the_embedding_too(embedder: Embedder) -> Non
         state = _state(row)
         gold = str(row["intent"])
         intent = intents.decide(row["message"], None, state)
-        if Intents.needs_embedding(intent):
+        if IntentClassifiers.needs_embedding(intent):
             confirmed += 1
             vector = embedder.embed_queries([row["message"]])[0]
             intent = intents.decide(row["message"], vector, state)
@@ -202,7 +202,9 @@ def test_in_a_burst_a_refusal_needs_the_embedding_too(embedder: Embedder) -> Non
 
 # -------------------------------------------------------------- session rules, hand-made vectors
 
-_AXES = {act: i for i, act in enumerate(Act)} | {c: len(Act) + i for i, c in enumerate(Category)}
+_AXES = {label: i for i, label in enumerate(Label)} | {
+    c: len(Label) + i for i, c in enumerate(Category)
+}
 
 
 def _unit(*axes: object) -> np.ndarray:
@@ -215,16 +217,18 @@ def _unit(*axes: object) -> np.ndarray:
 @pytest.fixture
 def toy() -> IntentClassifier:
     examples = [
-        Example("두유", Act.TOPIC, Category.VEGAN),
-        Example("불 끄기", Act.TOPIC, Category.ENERGY_SAVING),
-        Example("챌린지 추천해줘", Act.ASK),
-        Example("더 쉬운 거", Act.MORE),
-        Example("그거 어떻게 해?", Act.AMONG),
-        Example("다른 분야", Act.ANOTHER),
-        Example("처음 거", Act.BACK),
-        Example("주식", Act.OFF_TOPIC),
+        Example("두유", Label.TOPIC, Category.VEGAN),
+        Example("불 끄기", Label.TOPIC, Category.ENERGY_SAVING),
+        Example("챌린지 추천해줘", Label.ASK),
+        Example("더 쉬운 거", Label.MORE),
+        Example("그거 어떻게 해?", Label.AMONG),
+        Example("다른 분야", Label.ANOTHER),
+        Example("처음 거", Label.BACK),
+        Example("주식", Label.OFF_TOPIC),
     ]
-    vectors = np.stack([_unit(e.act, e.category) if e.category else _unit(e.act) for e in examples])
+    vectors = np.stack(
+        [_unit(e.label, e.category) if e.category else _unit(e.label) for e in examples]
+    )
     return IntentClassifier(examples, vectors, k=1)
 
 
@@ -238,21 +242,21 @@ SHOWN_VEGAN = SessionState(
 )
 
 
-@pytest.mark.parametrize("act", [Act.MORE, Act.AMONG])
-def test_more_and_among_need_something_shown(toy: IntentClassifier, act: Act) -> None:
-    kind = IntentKind(act.value)
-    assert toy.decide("그거", _unit(act), SHOWN_VEGAN) == Intent(kind)
+@pytest.mark.parametrize("label", [Label.MORE, Label.AMONG])
+def test_more_and_among_need_something_shown(toy: IntentClassifier, label: Label) -> None:
+    kind = IntentKind(label.value)
+    assert toy.decide("그거", _unit(label), SHOWN_VEGAN) == Intent(kind)
     # No turn yet, nothing shown: an ordinary question in the current category ...
-    assert toy.decide("그거", _unit(act), IN_VEGAN) == Intent(IntentKind.ASK)
+    assert toy.decide("그거", _unit(label), IN_VEGAN) == Intent(IntentKind.ASK)
     # ... or, with no category either, about the one it is nearest to, as any question.
-    near_vegan = _unit(act) * 0.9 + _unit(Act.TOPIC, Category.VEGAN) * 0.1
+    near_vegan = _unit(label) * 0.9 + _unit(Label.TOPIC, Category.VEGAN) * 0.1
     assert toy.decide("그거", near_vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
 def test_more_and_among_keep_the_current_category_by_name(toy: IntentClassifier) -> None:
     """A name of the current category keeps "more" ("비건 챌린지 더 없어?" in VEGAN asks for more
     of them); a name of another one is about that one, as for any question."""
-    more, among = _unit(Act.MORE), _unit(Act.AMONG)
+    more, among = _unit(Label.MORE), _unit(Label.AMONG)
     assert toy.decide("비건 챌린지 더 없어?", more, SHOWN_VEGAN) == Intent(IntentKind.MORE)
     assert toy.decide("그 중에 비건 도시락은?", among, SHOWN_VEGAN) == Intent(IntentKind.AMONG)
     assert toy.decide("플로깅도 더 있어?", more, SHOWN_VEGAN) == Intent(
@@ -268,32 +272,32 @@ def test_a_topic_in_the_current_category_after_something_shown_is_a_follow_up(
 ) -> None:
     """After beach plogging was shown, "해변 플로깅은 준비물 뭐 챙겨?" is about it: the topic is the
     current one, and the follow-up examples say which follow-up."""
-    near_among = _unit(Act.TOPIC, Category.VEGAN) * 0.9 + _unit(Act.AMONG) * 0.1
+    near_among = _unit(Label.TOPIC, Category.VEGAN) * 0.9 + _unit(Label.AMONG) * 0.1
     assert toy.decide("두유는 어디서 사?", near_among, SHOWN_VEGAN) == Intent(IntentKind.AMONG)
-    near_more = _unit(Act.TOPIC, Category.VEGAN) * 0.9 + _unit(Act.MORE) * 0.1
+    near_more = _unit(Label.TOPIC, Category.VEGAN) * 0.9 + _unit(Label.MORE) * 0.1
     assert toy.decide("두유 말고 또?", near_more, SHOWN_VEGAN) == Intent(IntentKind.MORE)
     assert toy.decide("두유는 어디서 사?", near_among, IN_VEGAN) == Intent(IntentKind.ASK)
     # Another category described is still a switch.
-    energy = _unit(Act.TOPIC, Category.ENERGY_SAVING) * 0.9 + _unit(Act.AMONG) * 0.1
+    energy = _unit(Label.TOPIC, Category.ENERGY_SAVING) * 0.9 + _unit(Label.AMONG) * 0.1
     assert toy.decide("불 끄기", energy, SHOWN_VEGAN) == Intent(
         IntentKind.SWITCH, Category.ENERGY_SAVING
     )
 
 
 def test_another_asks_for_another_field_whatever_was_shown(toy: IntentClassifier) -> None:
-    another = _unit(Act.ANOTHER)
+    another = _unit(Label.ANOTHER)
     for state in (SHOWN_VEGAN, IN_VEGAN, FRESH):
         assert toy.decide("아예 다른 분야로", another, state) == Intent(IntentKind.ANOTHER)
 
 
 def test_a_topic_in_the_current_category_is_an_ordinary_question(toy: IntentClassifier) -> None:
-    vegan = _unit(Act.TOPIC, Category.VEGAN)
+    vegan = _unit(Label.TOPIC, Category.VEGAN)
     assert toy.decide("두유 마시기", vegan, IN_VEGAN) == Intent(IntentKind.ASK)
     assert toy.decide("두유 마시기", vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
 def test_back_needs_a_base_category_that_differs(toy: IntentClassifier) -> None:
-    back = _unit(Act.BACK)
+    back = _unit(Label.BACK)
     assert toy.decide("처음으로", back, IN_VEGAN) == Intent(IntentKind.BACK_TO_BASE)
     assert toy.decide("처음으로", back, FRESH) == Intent(IntentKind.ASK)
     same = SessionState("s", base_category=Category.VEGAN, category=Category.VEGAN)
@@ -301,34 +305,36 @@ def test_back_needs_a_base_category_that_differs(toy: IntentClassifier) -> None:
 
 
 def test_a_named_category_wins_over_a_vague_vote(toy: IntentClassifier) -> None:
-    vague = _unit(Act.ASK)
+    vague = _unit(Label.ASK)
     assert toy.decide("플로깅은 어때", vague, IN_VEGAN) == Intent(
         IntentKind.SWITCH, Category.PLOGGING
     )
     # ... and over "back" ("아까 플로깅으로 돌아가자"), but not over "another": "비건 말고
     # 다른 거" asks for another one.
-    assert toy.decide("아까 플로깅으로", _unit(Act.BACK), IN_VEGAN) == Intent(
+    assert toy.decide("아까 플로깅으로", _unit(Label.BACK), IN_VEGAN) == Intent(
         IntentKind.SWITCH, Category.PLOGGING
     )
-    assert toy.decide("비건 말고 다른 거", _unit(Act.ANOTHER), IN_VEGAN).kind is IntentKind.ANOTHER
+    assert (
+        toy.decide("비건 말고 다른 거", _unit(Label.ANOTHER), IN_VEGAN).kind is IntentKind.ANOTHER
+    )
 
 
 def test_with_no_category_yet_a_question_is_about_the_nearest_one(toy: IntentClassifier) -> None:
-    near_vegan = _unit(Act.ASK) * 0.9 + _unit(Act.TOPIC, Category.VEGAN) * 0.1
+    near_vegan = _unit(Label.ASK) * 0.9 + _unit(Label.TOPIC, Category.VEGAN) * 0.1
     assert toy.decide("뭐부터 해?", near_vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
     assert toy.decide("뭐부터 해?", near_vegan, IN_VEGAN) == Intent(IntentKind.ASK)
 
 
 def test_the_catalogue_weighs_in_on_the_category() -> None:
     examples = [
-        Example("두유", Act.TOPIC, Category.VEGAN),
-        Example("불 끄기", Act.TOPIC, Category.ENERGY_SAVING),
+        Example("두유", Label.TOPIC, Category.VEGAN),
+        Example("불 끄기", Label.TOPIC, Category.ENERGY_SAVING),
     ]
-    vectors = np.stack([_unit(Act.TOPIC, e.category) for e in examples])
+    vectors = np.stack([_unit(Label.TOPIC, e.category) for e in examples])
     classifier = IntentClassifier(examples, vectors, k=2)
     # The examples lean to VEGAN by a hair; the message's nearest catalogue documents are
     # about saving energy: with that evidence the category is ENERGY_SAVING.
-    vegan, energy = _unit(Act.TOPIC, Category.VEGAN), _unit(Act.TOPIC, Category.ENERGY_SAVING)
+    vegan, energy = _unit(Label.TOPIC, Category.VEGAN), _unit(Label.TOPIC, Category.ENERGY_SAVING)
     between = vegan * 0.501 + energy * 0.499
     assert classifier.decide("이거", between, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
     evidence = catalogue_evidence([Category.ENERGY_SAVING] * 3 + [Category.VEGAN])
@@ -342,43 +348,45 @@ def test_the_catalogue_weighs_in_on_the_category() -> None:
 
 
 def test_nonsense_is_decided_by_its_characters(toy: IntentClassifier) -> None:
-    on_topic = _unit(Act.TOPIC, Category.VEGAN)
+    on_topic = _unit(Label.TOPIC, Category.VEGAN)
     for message in ("ㅁㄴㅇㄹ", "?!?! 123", "ㅋㅋㅋㅋ", "🙂🙂"):
         assert toy.decide(message, on_topic, IN_VEGAN).kind is IntentKind.NONSENSE
 
 
-@pytest.mark.parametrize("follow_up", [Act.ASK, Act.MORE, Act.AMONG])
+@pytest.mark.parametrize("follow_up", [Label.ASK, Label.MORE, Label.AMONG])
 def test_inside_a_conversation_off_topic_needs_a_clear_margin(
-    toy: IntentClassifier, follow_up: Act
+    toy: IntentClassifier, follow_up: Label
 ) -> None:
-    blend = _unit(Act.OFF_TOPIC, follow_up)  # as near a follow-up as a stray question
+    blend = _unit(Label.OFF_TOPIC, follow_up)  # as near a follow-up as a stray question
     wide = IntentClassifier(
-        [Example("주식", Act.OFF_TOPIC), Example("그거 어떻게 해?", follow_up)],
-        np.stack([_unit(Act.OFF_TOPIC), _unit(follow_up) * 0.999 + 0.001 * _unit(Act.TOPIC)]),
+        [Example("주식", Label.OFF_TOPIC), Example("그거 어떻게 해?", follow_up)],
+        np.stack([_unit(Label.OFF_TOPIC), _unit(follow_up) * 0.999 + 0.001 * _unit(Label.TOPIC)]),
         k=2,
     )
     talking = SessionState("s", category=Category.VEGAN, turns=(Turn("비건", "..."),))
     assert wide.decide("그건 좀", blend, talking).kind is IntentKind.ASK
-    assert wide.decide("주식 어때", _unit(Act.OFF_TOPIC), talking).kind is IntentKind.OFF_TOPIC
-    assert toy.decide("주식 어때", _unit(Act.OFF_TOPIC), FRESH).kind is IntentKind.OFF_TOPIC
+    assert wide.decide("주식 어때", _unit(Label.OFF_TOPIC), talking).kind is IntentKind.OFF_TOPIC
+    assert toy.decide("주식 어때", _unit(Label.OFF_TOPIC), FRESH).kind is IntentKind.OFF_TOPIC
 
 
-def test_the_follow_up_acts_count_together_against_off_topic() -> None:
-    """ask, more and among were one act before they were told apart: a stray-looking message
+def test_the_follow_up_labels_count_together_against_off_topic() -> None:
+    """ask, more and among were one label before they were told apart: a stray-looking message
     whose neighbours are split among them is still a follow-up, not a refusal."""
-    near_all = _unit(Act.OFF_TOPIC) * 1.05 + _unit(Act.ASK) + _unit(Act.MORE) + _unit(Act.AMONG)
+    near_all = (
+        _unit(Label.OFF_TOPIC) * 1.05 + _unit(Label.ASK) + _unit(Label.MORE) + _unit(Label.AMONG)
+    )
     near_all /= np.linalg.norm(near_all)
     classifier = IntentClassifier(
         [
-            Example("주식", Act.OFF_TOPIC),
-            Example("뭐 해?", Act.ASK),
-            Example("더 없어?", Act.MORE),
-            Example("그건 어때?", Act.AMONG),
+            Example("주식", Label.OFF_TOPIC),
+            Example("뭐 해?", Label.ASK),
+            Example("더 없어?", Label.MORE),
+            Example("그건 어때?", Label.AMONG),
         ],
-        np.stack([_unit(a) for a in (Act.OFF_TOPIC, Act.ASK, Act.MORE, Act.AMONG)]),
+        np.stack([_unit(a) for a in (Label.OFF_TOPIC, Label.ASK, Label.MORE, Label.AMONG)]),
         k=4,
     )
-    assert max(classifier.act_scores(near_all).items(), key=lambda i: i[1])[0] is Act.OFF_TOPIC
+    assert max(classifier.label_scores(near_all).items(), key=lambda i: i[1])[0] is Label.OFF_TOPIC
     assert classifier.decide("그건 좀", near_all, SHOWN_VEGAN).kind is IntentKind.ASK
     assert classifier.decide("그건 좀", near_all, FRESH).kind is IntentKind.OFF_TOPIC
 
@@ -396,9 +404,9 @@ def test_the_shipped_vectors_match_the_examples_and_the_embedder(embedder: Embed
 
 def test_the_bank_covers_every_act_and_category() -> None:
     examples = load_examples()
-    acts = Counter(e.act for e in examples)
+    labels = Counter(e.label for e in examples)
     categories = Counter(e.category for e in examples if e.category)
-    assert set(acts) == set(Act)
+    assert set(labels) == set(Label)
     assert set(categories) == set(Category)
     assert min(categories.values()) >= 20
 
@@ -406,8 +414,8 @@ def test_the_bank_covers_every_act_and_category() -> None:
 def test_vectors_are_rebuilt_when_the_examples_change(tmp_path: Path, embedder: Embedder) -> None:
     path = tmp_path / "intent_examples.jsonl"
     path.write_text(
-        '{"text": "두유 마시기", "act": "topic", "category": "VEGAN"}\n'
-        '{"text": "주식 추천", "act": "off_topic", "category": null}\n',
+        '{"text": "두유 마시기", "label": "topic", "category": "VEGAN"}\n'
+        '{"text": "주식 추천", "label": "off_topic", "category": null}\n',
         encoding="utf-8",
     )
     examples = load_examples(path)
@@ -415,7 +423,7 @@ def test_vectors_are_rebuilt_when_the_examples_change(tmp_path: Path, embedder: 
     assert stored.exists()
     path.write_text(
         path.read_text(encoding="utf-8")
-        + '{"text": "내일 날씨", "act": "off_topic", "category": null}\n',
+        + '{"text": "내일 날씨", "label": "off_topic", "category": null}\n',
         encoding="utf-8",
     )
     changed = load_examples(path)
@@ -424,6 +432,6 @@ def test_vectors_are_rebuilt_when_the_examples_change(tmp_path: Path, embedder: 
 
 def test_a_malformed_example_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"text": "x", "act": "topic", "category": null}\n', encoding="utf-8")
+    path.write_text('{"text": "x", "label": "topic", "category": null}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1"):
         load_examples(path)

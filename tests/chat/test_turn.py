@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from app.chat.generation import Generator
-from app.chat.intent import Act, Example, IntentClassifier, Intents
+from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.chat.plan import BaseInfoTurn, FreeTextTurn
 from app.chat.planning import Planner
 from app.chat.sessions import InMemorySessionStore
@@ -55,18 +55,18 @@ TOPIC_VECTOR = np.array([1, 0, 0, 0], np.float32)  # dense: VEGAN
 OFF_TOPIC_VECTOR = np.array([0, 1, 0, 0], np.float32)
 
 
-def _intents() -> Intents:
+def _intents() -> IntentClassifiers:
     """Dense: TOPIC_VECTOR is VEGAN, OFF_TOPIC_VECTOR off-topic. Lexical: "두유" is VEGAN,
     "전기" ENERGY_SAVING, "주식 시세" off-topic."""
     lexical = LexicalEmbedder()
     examples = [
-        Example("두유", Act.TOPIC, Category.VEGAN),
-        Example("전기", Act.TOPIC, Category.ENERGY_SAVING),
-        Example("주식 시세", Act.OFF_TOPIC),
+        Example("두유", Label.TOPIC, Category.VEGAN),
+        Example("전기", Label.TOPIC, Category.ENERGY_SAVING),
+        Example("주식 시세", Label.OFF_TOPIC),
     ]
-    return Intents(
+    return IntentClassifiers(
         IntentClassifier(
-            [Example("두유", Act.TOPIC, Category.VEGAN), Example("주식", Act.OFF_TOPIC)],
+            [Example("두유", Label.TOPIC, Category.VEGAN), Example("주식", Label.OFF_TOPIC)],
             np.stack([TOPIC_VECTOR, OFF_TOPIC_VECTOR]),
             k=1,
         ),
