@@ -1,28 +1,70 @@
 """Settings, read from the environment (and an optional ``.env``) by pydantic-settings.
 
 Every field has a working default: the gateway starts with nothing set. Names follow
-``../shared/SPEC.md``; every knob is listed in ``.env.example``.
+``../shared/SPEC.md``; every knob is listed in ``.env.example``, grouped as here.
+
+One part of the gateway, one settings model: each part is given its own (``Settings.part``),
+built by the composition root (app/main.py) from the one :class:`Settings` that reads the
+environment. ``Settings`` is every part at once, with the variable names unchanged.
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-__all__ = ["Settings", "get_settings"]
+__all__ = [
+    "AccessSettings",
+    "ChatSettings",
+    "FeedbackSettings",
+    "OperationsSettings",
+    "RedisSettings",
+    "RetrievalSettings",
+    "SessionSettings",
+    "Settings",
+    "StreamSettings",
+    "UpstreamSettings",
+    "get_settings",
+]
 
 _BUNDLED_CORPUS = Path(__file__).resolve().parent / "rag" / "data" / "challenges.jsonl"
 _DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
+Part = TypeVar("Part", bound=BaseModel)
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
-    # --- upstream LLM (vLLM's OpenAI-compatible server) ---
+def _blank_is_none(value: object) -> object:
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _comma_separated(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class RedisSettings(BaseModel):
+    """Redis, shared by the sessions, the stream logs, the rate limits and the feedback jobs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    redis_url: SecretStr | None = None  # redis://[:password@]host:6379/0; None: in-memory sessions
+
+    @field_validator("redis_url", mode="before")
+    @classmethod
+    def _blank_redis(cls, value: object) -> object:
+        return _blank_is_none(value)
+
+
+class UpstreamSettings(BaseModel):
+    """The upstream LLM (app/llm/): vLLM's OpenAI-compatible server, and sampling."""
+
+    model_config = ConfigDict(frozen=True)
+
     # One URL, or several vLLM replicas comma-separated (balanced, with failover).
     llm_base_url: str = "http://127.0.0.1:8800/v1"
     llm_model: str | None = None  # None: the first id of GET {llm_base_url}/models
@@ -34,11 +76,7 @@ class Settings(BaseSettings):
     llm_pool_timeout: float = Field(5.0, gt=0)  # waiting for a free connection -> 503
     # aiohttp: httpx-aiohttp (app/llm/transport.py); httpx: httpx's own (httpcore + h11)
     llm_transport: Literal["aiohttp", "httpx"] = "aiohttp"
-    max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
     llm_health_interval: float = Field(5.0, gt=0)  # seconds between GET /models per replica
-    ready_cache_seconds: float = Field(2.0, ge=0)  # /ready answers from cache this long
-
-    # --- sampling, sent with every request ---
     llm_temperature: float = Field(0.7, ge=0, le=2)
     llm_top_p: float = Field(0.9, gt=0, le=1)
     llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
@@ -46,11 +84,33 @@ class Settings(BaseSettings):
     # Tokens per answer; None: what the composition needs (app/chat/generation.py).
     llm_max_tokens: int | None = Field(None, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
-    # With structured output: challenge titles must be retrieved catalogue titles (enum), so
-    # that every recommended challenge is one the catalogue (and the backend) knows.
-    llm_grounded_titles: bool = True
 
-    # --- the answer (app/llm/schema.py) ---
+    @field_validator("llm_base_url")
+    @classmethod
+    def _strip_slash(cls, value: str) -> str:
+        urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
+        if not urls or not all(url.startswith(("http://", "https://")) for url in urls):
+            raise ValueError("LLM_BASE_URL: each URL must start with http:// or https://")
+        if len(set(urls)) != len(urls):
+            raise ValueError("LLM_BASE_URL lists the same URL twice")
+        return ",".join(urls)
+
+    @field_validator("llm_model", mode="before")
+    @classmethod
+    def _blank_model(cls, value: object) -> object:
+        return _blank_is_none(value)
+
+    @property
+    def llm_base_urls(self) -> list[str]:
+        """The vLLM replicas of LLM_BASE_URL (one, or several comma-separated)."""
+        return self.llm_base_url.split(",")
+
+
+class ChatSettings(BaseModel):
+    """The chat turn (app/chat/ and its routes): the answer, its candidates, the message."""
+
+    model_config = ConfigDict(frozen=True)
+
     # What the model writes (app/llm/schema.py): titles = it chooses the challenges, the
     # recommend is the gateway's and each description the catalogue's, word for word;
     # recommend = the recommend too; descriptions = each description too (a strong model).
@@ -58,8 +118,19 @@ class Settings(BaseSettings):
     answer_challenges: int = Field(3, ge=1, le=3)  # challenges per answer (fewer when fewer fit)
     # Worked examples in the prompt (app/chat/prompts.py).
     prompt_examples: int = Field(1, ge=0, le=3)
+    # With structured output: challenge titles must be retrieved catalogue titles (enum), so
+    # that every recommended challenge is one the catalogue (and the backend) knows.
+    llm_grounded_titles: bool = True
+    retrieval_k: int = Field(3, ge=0, le=20)  # candidates the model chooses among
+    prompt_history_turns: int = Field(3, ge=0)  # pairs replayed into the prompt
+    max_message_chars: int = Field(200, ge=1)
 
-    # --- retrieval ---
+
+class RetrievalSettings(BaseModel):
+    """Retrieval (app/rag/): Qdrant, the embedding model, the caches."""
+
+    model_config = ConfigDict(frozen=True)
+
     qdrant_url: str | None = None  # a Qdrant server/cluster; None: the embedded store
     qdrant_api_key: SecretStr | None = None
     qdrant_path: str = str(_DATA_DIR / "qdrant")  # embedded store (qdrant-edge); or ":memory:"
@@ -84,21 +155,32 @@ class Settings(BaseSettings):
     embedding_confirm_max: int = Field(16, ge=0)
     retrieval_mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     corpus_path: Path = _BUNDLED_CORPUS
-    retrieval_k: int = Field(3, ge=0, le=20)  # candidates the model chooses among
     # Recent query vectors and search results kept (0: none), and how long results stay.
     retrieval_cache_size: int = Field(2048, ge=0)
     retrieval_cache_seconds: float = Field(600.0, gt=0)
 
-    # --- conversation ---
-    max_message_chars: int = Field(200, ge=1)
+    @field_validator("qdrant_url", "embedding_model", "embedding_url", mode="before")
+    @classmethod
+    def _blank_retrieval(cls, value: object) -> object:
+        return _blank_is_none(value)
+
+
+class SessionSettings(RedisSettings):
+    """Conversations (app/chat/sessions.py, redis_sessions.py)."""
+
+    model_config = ConfigDict(frozen=True)
+
     session_max_count: int = Field(10_000, ge=1)
     session_max_turns: int = Field(10, ge=0)  # user+assistant pairs kept per session
     session_ttl_seconds: float = Field(3600.0, gt=0)
-    prompt_history_turns: int = Field(3, ge=0)  # pairs replayed into the prompt
-    redis_url: SecretStr | None = None  # redis://[:password@]host:6379/0; None: in-memory sessions
     redis_session_prefix: str = "eco:session:"
 
-    # --- SSE ---
+
+class StreamSettings(RedisSettings):
+    """SSE streams and their resume (app/web/sse.py, app/streams/)."""
+
+    model_config = ConfigDict(frozen=True)
+
     sse_ping_interval: float = Field(10.0, gt=0)  # ": ping" comments while waiting
     sse_send_timeout: float = Field(30.0, gt=0)  # a client that stops reading is dropped
     sse_retry_ms: int = Field(1000, ge=0)  # "retry:" hint: an EventSource reconnects after this
@@ -112,7 +194,12 @@ class Settings(BaseSettings):
     # On SIGTERM: open streams get this long to finish, then an `error` 503 ends the rest.
     shutdown_grace_seconds: float = Field(20.0, ge=0)
 
-    # --- HTTP, limits --- (who may call, and how much: docs/security.md)
+
+class AccessSettings(RedisSettings):
+    """Who may call, and how much (app/web/: access, admission, limits, guards; docs/security.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
     cors_allow_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Set: every API caller needs one of these keys (401 otherwise, before any bucket is made).
     api_keys: Annotated[list[SecretStr], NoDecode] = Field(default_factory=list)
@@ -123,11 +210,13 @@ class Settings(BaseSettings):
     # Its HMAC key; None: derived from the keys (the same on every process that has them).
     page_token_secret: SecretStr | None = None
     page_token_ttl_seconds: float = Field(3600.0, gt=0)  # renewed while the visitor chats
+    max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
     # Of MAX_CONCURRENT_GENERATIONS: what one client (a key, a trusted forwarded client, an
     # address) may hold at once; a relay key; and all page visitors together (under keys).
     client_generations_share: float = Field(0.5, gt=0, le=1)
     relay_generations_share: float = Field(0.9, gt=0, le=1)
     page_generations_share: float = Field(0.5, gt=0, le=1)
+    session_max_concurrent: int = Field(2, ge=1)  # generations at once on one sessionId
     # Without keys the feedback results stream (every member's text) is for loopback callers only.
     feedback_results_public: bool = False
     # Under keys, /metrics and /docs, /redoc, /openapi.json need a key unless made public here.
@@ -151,9 +240,30 @@ class Settings(BaseSettings):
     client_rate_limit_burst: int = Field(200, ge=1)
     # Proxies whose X-Forwarded-For names the client (addresses or CIDRs; "*": any).
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    session_max_concurrent: int = Field(2, ge=1)  # generations at once on one sessionId
 
-    # --- feedback --- (POST /ai/feedback, app/feedback/; README "Feedback")
+    @field_validator("page_token_secret", mode="before")
+    @classmethod
+    def _blank_secret(cls, value: object) -> object:
+        return _blank_is_none(value)
+
+    @field_validator(
+        "cors_allow_origins",
+        "api_keys",
+        "relay_api_keys",
+        "trusted_proxies",
+        "allowed_hosts",
+        mode="before",
+    )
+    @classmethod
+    def _split_lists(cls, value: object) -> object:
+        return _comma_separated(value)
+
+
+class FeedbackSettings(RedisSettings):
+    """Weekly feedback (POST /ai/feedback, app/feedback/; README "Feedback")."""
+
+    model_config = ConfigDict(frozen=True)
+
     feedback_callback_url: str | None = None  # finished feedback is POSTed here; None: stream/poll
     feedback_callback_token: SecretStr | None = None  # sent as Authorization: Bearer ...
     feedback_callback_timeout: float = Field(10.0, gt=0)
@@ -176,53 +286,40 @@ class Settings(BaseSettings):
     feedback_heartbeat_seconds: int = Field(15, ge=1)  # a job silent this long had its worker die
     feedback_sweep_seconds: int = Field(10, ge=1)  # how often workers look for such jobs
 
-    # --- logs ---
+    @field_validator("feedback_callback_url", "feedback_callback_token", mode="before")
+    @classmethod
+    def _blank_callback(cls, value: object) -> object:
+        return _blank_is_none(value)
+
+
+class OperationsSettings(BaseModel):
+    """Logs and the readiness probe."""
+
+    model_config = ConfigDict(frozen=True)
+
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
+    ready_cache_seconds: float = Field(2.0, ge=0)  # /ready answers from cache this long
 
-    @field_validator("llm_base_url")
-    @classmethod
-    def _strip_slash(cls, value: str) -> str:
-        urls = [url.strip().rstrip("/") for url in value.split(",") if url.strip()]
-        if not urls or not all(url.startswith(("http://", "https://")) for url in urls):
-            raise ValueError("LLM_BASE_URL: each URL must start with http:// or https://")
-        if len(set(urls)) != len(urls):
-            raise ValueError("LLM_BASE_URL lists the same URL twice")
-        return ",".join(urls)
 
-    @property
-    def llm_base_urls(self) -> list[str]:
-        """The vLLM replicas of LLM_BASE_URL (one, or several comma-separated)."""
-        return self.llm_base_url.split(",")
+class Settings(
+    UpstreamSettings,
+    ChatSettings,
+    RetrievalSettings,
+    SessionSettings,
+    StreamSettings,
+    AccessSettings,
+    FeedbackSettings,
+    OperationsSettings,
+    BaseSettings,
+):
+    """Every part's settings, read from the environment once."""
 
-    @field_validator(
-        "llm_model",
-        "qdrant_url",
-        "embedding_model",
-        "embedding_url",
-        "redis_url",
-        "feedback_callback_url",
-        "feedback_callback_token",
-        "page_token_secret",
-        mode="before",
-    )
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if isinstance(value, str) and not value.strip() else value
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", frozen=True)
 
-    @field_validator(
-        "cors_allow_origins",
-        "api_keys",
-        "relay_api_keys",
-        "trusted_proxies",
-        "allowed_hosts",
-        mode="before",
-    )
-    @classmethod
-    def _split_origins(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
+    def part(self, model: type[Part]) -> Part:
+        """The settings of one part, and nothing else."""
+        return model.model_validate({name: getattr(self, name) for name in model.model_fields})
 
 
 @lru_cache
