@@ -15,11 +15,12 @@ from app.chat.sessions import InMemorySessionStore
 from app.config import Settings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
-from app.llm.client import LLMClient, build_http_client
+from app.llm.client import build_http_client
 from app.metrics import Metrics
 from app.rag.lexical import LexicalEmbedder
 from app.rag.retriever import EmbedderBusy, Hit
 from app.rag.scope import ANYWHERE, Scope
+from tests.support.llm import llm_client
 from tests.upstream.scripted_openai import ScriptedUpstreamThread, expected_display_text
 
 pytestmark = pytest.mark.anyio
@@ -107,7 +108,7 @@ def _service(
     if sessions is None:  # (an empty store is falsy: it has a length)
         sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
     return RecommendationService(
-        llm=LLMClient(http, settings),
+        llm=llm_client(http, settings, metrics),
         retriever=retriever,  # type: ignore[arg-type]
         intents=_intents(),
         sessions=sessions,
