@@ -337,7 +337,7 @@ class RecommendationService:
                     k=k or self._settings.retrieval_k,
                     scope=scope,
                     vector=query.vector,
-                    by_words=query.by_words,
+                    lexical=query.by_words,
                 )
             except Exception:
                 log.warning("retrieval failed; answering without candidates", exc_info=True)

@@ -39,7 +39,7 @@ class _StoreDown:
         k: int,
         scope: Scope = ANYWHERE,
         vector: np.ndarray | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
         self.calls += 1
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
@@ -91,9 +91,9 @@ class _EmbedderBusy:
         k: int,
         scope: Scope = ANYWHERE,
         vector: np.ndarray | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
-        self.retrieved.append((query, scope.category, vector, by_words))
+        self.retrieved.append((query, scope.category, vector, lexical))
         return []
 
 
