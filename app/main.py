@@ -34,13 +34,13 @@ from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
 from app.redis_client import redis_connector
+from app.routers import feedback as feedback_routes
+from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.deps import ChatContext
 from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
 from app.web.limits import open_limits
-from app.routers import feedback as feedback_routes
-from app.routers import health, page, recommendation
 from app.web.shares import GenerationShares
 
 __all__ = ["create_app"]
