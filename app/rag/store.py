@@ -20,9 +20,9 @@ restart of either) rank alike. An engine only answers "nearest points" and "thes
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -43,7 +43,7 @@ __all__ = [
     "StoreUnavailable",
     "VectorStore",
     "mismatch",
-    "scope_conditions",
+    "scope_filter",
 ]
 
 DENSE = "dense"
@@ -72,6 +72,10 @@ def mismatch(name: str, size: int | None, dim: int) -> StoreMismatch:
     )
 
 
+_C = TypeVar("_C")
+_F = TypeVar("_F")
+
+
 class Match(NamedTuple):
     """One payload condition: ``field`` holds ``value`` (a str), or any of them (a list)."""
 
@@ -79,9 +83,22 @@ class Match(NamedTuple):
     value: str | list[str]
 
 
-def scope_conditions(scope: Scope) -> tuple[list[Match], list[Match]]:
-    """What a point must match, and must not, to be within ``scope`` (each engine writes
-    these in its own filter types)."""
+def scope_filter(
+    scope: Scope, condition: Callable[[Match], _C], combine: Callable[..., _F]
+) -> _F | None:
+    """The engine's filter for ``scope`` (None: anything goes): ``condition`` writes one
+    :class:`Match` in the engine's types, ``combine(must=..., must_not=...)`` the filter."""
+    must, must_not = _conditions(scope)
+    if not must and not must_not:
+        return None
+    return combine(
+        must=[condition(m) for m in must] or None,
+        must_not=[condition(m) for m in must_not] or None,
+    )
+
+
+def _conditions(scope: Scope) -> tuple[list[Match], list[Match]]:
+    """What a point must match, and must not, to be within ``scope``."""
     must = [
         Match(field, value)
         for field, value in (

@@ -44,7 +44,7 @@ from app.rag.store import (
     StoreUnavailable,
     VectorStore,
     mismatch,
-    scope_conditions,
+    scope_filter,
 )
 
 __all__ = ["EdgeStore"]
@@ -74,16 +74,6 @@ def _condition(match: Match) -> qe.FieldCondition:
     if isinstance(match.value, list):
         return qe.FieldCondition(key=match.field, match=qe.MatchAny(match.value))
     return qe.FieldCondition(key=match.field, match=qe.MatchValue(match.value))
-
-
-def _filter(scope: Scope) -> qe.Filter | None:
-    must, must_not = scope_conditions(scope)
-    if not must and not must_not:
-        return None
-    return qe.Filter(
-        must=[_condition(m) for m in must] or None,
-        must_not=[_condition(m) for m in must_not] or None,
-    )
 
 
 class EdgeStore(VectorStore):
@@ -212,7 +202,7 @@ class EdgeStore(VectorStore):
     def _nearest(
         self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _filter(scope)
+        condition = scope_filter(scope, _condition, qe.Filter)
         batch = qe.QueryBatchRequest(
             [
                 qe.QueryRequest(

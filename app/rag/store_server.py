@@ -32,7 +32,7 @@ from app.rag.store import (
     Point,
     VectorStore,
     mismatch,
-    scope_conditions,
+    scope_filter,
 )
 
 __all__ = ["ServerStore", "connect", "in_memory"]
@@ -64,16 +64,6 @@ def _condition(match: Match) -> models.FieldCondition:
     if isinstance(match.value, list):
         return models.FieldCondition(key=match.field, match=models.MatchAny(any=match.value))
     return models.FieldCondition(key=match.field, match=models.MatchValue(value=match.value))
-
-
-def _filter(scope: Scope) -> models.Filter | None:
-    must, must_not = scope_conditions(scope)
-    if not must and not must_not:
-        return None
-    return models.Filter(
-        must=[_condition(m) for m in must] or None,
-        must_not=[_condition(m) for m in must_not] or None,
-    )
 
 
 class ServerStore(VectorStore):
@@ -145,7 +135,7 @@ class ServerStore(VectorStore):
     def _nearest(
         self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _filter(scope)
+        condition = scope_filter(scope, _condition, models.Filter)
         requests = [
             models.QueryRequest(
                 query=_query_vector(vector),
