@@ -35,6 +35,7 @@ from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
 from app.rag.startup import open_retriever
+from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
@@ -67,19 +68,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning(warning)
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
+        redis = redis_connector(settings.redis_url)  # None: sessions, limits, jobs in memory
         async with (
-            open_session_store(settings) as sessions,
+            open_session_store(settings, redis) as sessions,
             open_retriever(settings) as retriever,
             build_http_client(settings) as http,
             UpstreamPool.from_settings(settings, http, metrics) as upstreams,  # health checks
-            open_limits(settings) as limits,
+            open_limits(settings, redis) as limits,
             # Last: on exit it stops the generations before the clients they use close.
-            open_stream_hub(settings) as streams,
+            open_stream_hub(settings, redis) as streams,
             AsyncExitStack() as jobs,  # closed first: feedback workers stop before the clients
         ):
             llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
             feedback = await jobs.enter_async_context(
-                open_feedback(settings, llm, metrics.registry)
+                open_feedback(settings, llm, metrics.registry, redis)
             )
             intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
             size = settings.retrieval_cache_size

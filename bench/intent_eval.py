@@ -245,7 +245,7 @@ def _catalogue(embedder: Embedder) -> Callable[[str, np.ndarray | None], Evidenc
     retriever = HybridRetriever(store, "intent", embedder)
 
     def evidence(message: str, vector: np.ndarray | None) -> Evidence | None:
-        mode = SearchMode.SPARSE if vector is None else SearchMode.HYBRID
+        mode = SearchMode.LEXICAL if vector is None else SearchMode.HYBRID
         hits = retriever.search(message, k=10, vector=vector, mode=mode)
         return catalogue_evidence([hit.document.category for hit in hits])
 

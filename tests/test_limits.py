@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from app.config import Settings
 from app.domain.errors import RateLimited, Unauthorized
+from app.redis_client import RedisConnector, redis_connector
 from app.web.access import Access, Caller
 from app.web.limits import Limits, open_limits, rate_items
 from tests.support.redis_server import redis_server
@@ -117,6 +118,10 @@ async def test_zero_turns_a_limit_off() -> None:
     assert all(await _admitted(limits, _request(), "a", 50))
 
 
+def _redis(settings: Settings) -> RedisConnector | None:
+    return redis_connector(settings.redis_url)
+
+
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with redis_server(tmp_path_factory.mktemp("redis")) as url:
@@ -125,7 +130,10 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 async def test_with_redis_all_gateway_processes_share_the_counters(redis_url: str) -> None:
     settings = _settings(redis_url=redis_url)
-    async with open_limits(settings) as one, open_limits(settings) as two:
+    async with (
+        open_limits(settings, _redis(settings)) as one,
+        open_limits(settings, _redis(settings)) as two,
+    ):
         request = _request("10.0.0.7")
         assert await _admitted(one, request, "a", 1) == [True]
         assert await _admitted(two, request, "a", 2) == [True, False]  # one bucket for both
@@ -134,7 +142,8 @@ async def test_with_redis_all_gateway_processes_share_the_counters(redis_url: st
 async def test_an_unreachable_redis_admits_instead_of_failing(tmp_path: Path) -> None:
     with redis_server(tmp_path) as url:
         port = url.rsplit(":", 1)[1].split("/")[0]
-    async with open_limits(_settings(redis_url=f"redis://127.0.0.1:{port}/0")) as limits:
+    settings = _settings(redis_url=f"redis://127.0.0.1:{port}/0")
+    async with open_limits(settings, _redis(settings)) as limits:
         caller = _caller(_request())
         assert await limits.admit(caller, "a") is None  # the server is stopped now
 
@@ -143,7 +152,7 @@ async def test_with_redis_the_counters_kept_are_bounded_too(redis_url: str) -> N
     from redis.asyncio import Redis
 
     settings = _settings(redis_url=redis_url, rate_limit_max_identities=100)
-    async with open_limits(settings) as limits:
+    async with open_limits(settings, _redis(settings)) as limits:
         for n in range(300):
             await limits.admit(_caller(_request(f"10.9.{n // 250}.{n % 250}")), "s")
     client = Redis.from_url(redis_url)

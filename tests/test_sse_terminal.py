@@ -76,7 +76,7 @@ async def _ours(request: Request) -> EventSourceResponse:
 
 @asynccontextmanager
 async def _lifespan(_: Starlette) -> AsyncIterator[dict[str, object]]:
-    async with open_stream_hub(Settings(_env_file=None)) as streams:
+    async with open_stream_hub(Settings(_env_file=None), None) as streams:
         yield {"streams": streams}
 
 

@@ -81,7 +81,7 @@ class _Query:
 
     text: str
     vector: QueryVector | None = None
-    by_words: bool = False  # read without its embedding (a burst): sparse-only search
+    lexical: bool = False  # read without its embedding (a burst): sparse-only search
 
 
 class Planner:
@@ -175,7 +175,7 @@ class Planner:
         except EmbedderBusy:
             vector = None  # read by its words: lexical intent, sparse-only search
             self._metrics.lexical_turns.inc()
-        query = _Query(text, vector, by_words=vector is None)
+        query = _Query(text, vector, lexical=vector is None)
         nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
         evidence = catalogue_evidence([hit.document.category for hit in nearest])
         intent = self._intents.decide(text, vector, state, evidence=evidence)
@@ -265,7 +265,7 @@ class Planner:
                     k=k or self._settings.retrieval_k,
                     scope=scope,
                     vector=query.vector,
-                    by_words=query.by_words,
+                    lexical=query.lexical,
                 )
             except Exception:
                 log.warning("retrieval failed; answering without candidates", exc_info=True)

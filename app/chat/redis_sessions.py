@@ -35,7 +35,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from app.chat.sessions import SessionState, Turn
+from app.chat.sessions import SessionState, SessionStore, SessionUpdate, Turn
 from app.domain.categories import Category
 
 __all__ = ["RedisSessionStore"]
@@ -103,8 +103,9 @@ def _turn_json(turn: Turn) -> str:
     return json.dumps([turn.user, turn.assistant, code, list(turn.shown)], ensure_ascii=False)
 
 
-class RedisSessionStore:
-    """A :class:`app.chat.sessions.SessionStore` in Redis; it owns (and closes) its client."""
+class RedisSessionStore(SessionStore):
+    """A :class:`app.chat.sessions.SessionStore` in Redis; it owns (and closes) its client
+    (app/redis_client.py opens it)."""
 
     def __init__(
         self,
@@ -123,26 +124,6 @@ class RedisSessionStore:
         self._record_script = redis.register_script(_RECORD)
         self._load_script = redis.register_script(_LOAD)
 
-    @classmethod
-    def from_url(
-        cls,
-        url: str,
-        *,
-        max_turns: int,
-        ttl_seconds: float,
-        prefix: str = "eco:session:",
-        timeout: float = 5.0,
-    ) -> RedisSessionStore:
-        """A store on a new client for ``url`` (``redis://``, ``rediss://`` or ``unix://``).
-
-        ``timeout`` bounds connecting and each reply, so a dead Redis fails a request instead
-        of hanging it. Connections are opened lazily, on first use.
-        """
-        if ttl_seconds <= 0:
-            raise ValueError("ttl_seconds must be positive")
-        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-        return cls(client, max_turns=max_turns, ttl_seconds=ttl_seconds, prefix=prefix)
-
     def _keys(self, session_id: str) -> list[str]:
         base = f"{self._prefix}{{{session_id}}}"
         return [f"{base}:meta", f"{base}:turns"]
@@ -158,30 +139,14 @@ class RedisSessionStore:
         reply = await self._load_script(keys=self._keys(session_id))
         return self._state(session_id, reply)
 
-    async def record(
-        self,
-        session_id: str,
-        *,
-        turn: Turn | None = None,
-        base_category: Category | None = None,
-        category: Category | None = None,
-        location: str | None = None,
-        work_type: str | None = None,
-    ) -> SessionState:
-        given = {
-            "base_category": base_category.code if base_category else None,
-            "category": category.code if category else None,
-            "location": location,
-            "work_type": work_type,
-        }
+    async def _apply(self, session_id: str, update: SessionUpdate) -> SessionState:
         args: list[str | int] = [
             self._ttl_ms,
             self._max_turns,
-            _turn_json(turn) if turn else "",
+            _turn_json(update.turn) if update.turn else "",
         ]
-        for name, value in given.items():
-            if value:  # as in memory: only a given, non-empty value replaces the stored one
-                args += [name, value]
+        for name, value in update.fields().items():  # as in memory: only these replace
+            args += [name, value.code if isinstance(value, Category) else value]
         reply = await self._record_script(keys=self._keys(session_id), args=args)
         return self._state(session_id, reply)
 

@@ -1,5 +1,5 @@
-"""Pick the session store for the app's lifespan: Redis when ``REDIS_URL`` is set (shared by
-every gateway process), otherwise bounded in-process memory."""
+"""Pick the session store for the app's lifespan: Redis when the lifespan has a connector for
+``REDIS_URL`` (shared by every gateway process), otherwise bounded in-process memory."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ from contextlib import asynccontextmanager
 
 from app.chat.sessions import InMemorySessionStore, SessionStore
 from app.config import Settings
+from app.redis_client import CHAT, RedisConnector
 
 __all__ = ["open_session_store"]
 
 
 @asynccontextmanager
-async def open_session_store(settings: Settings) -> AsyncIterator[SessionStore]:
-    if settings.redis_url is None:
+async def open_session_store(
+    settings: Settings, redis: RedisConnector | None
+) -> AsyncIterator[SessionStore]:
+    if redis is None:
         yield InMemorySessionStore(
             max_sessions=settings.session_max_count,
             max_turns=settings.session_max_turns,
@@ -23,8 +26,8 @@ async def open_session_store(settings: Settings) -> AsyncIterator[SessionStore]:
         return
     from app.chat.redis_sessions import RedisSessionStore  # only deployments with Redis
 
-    store = RedisSessionStore.from_url(
-        settings.redis_url.get_secret_value(),
+    store = RedisSessionStore(
+        redis.client(CHAT),
         max_turns=settings.session_max_turns,
         ttl_seconds=settings.session_ttl_seconds,
         prefix=settings.redis_session_prefix,

@@ -8,15 +8,22 @@ tabs on one session interleave whole turns, never half-updates.
 
 from __future__ import annotations
 
+import abc
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from app.domain.categories import Category
 
-__all__ = ["InMemorySessionStore", "SessionState", "SessionStore", "Turn", "new_session_id"]
+__all__ = [
+    "InMemorySessionStore",
+    "SessionState",
+    "SessionStore",
+    "SessionUpdate",
+    "Turn",
+    "new_session_id",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +60,33 @@ class SessionState:
         return ()
 
 
-class SessionStore(Protocol):
+@dataclass(frozen=True, slots=True)
+class SessionUpdate:
+    """What one ``record`` call changes: a field left None (or empty) keeps the stored one."""
+
+    turn: Turn | None = None
+    base_category: Category | None = None
+    category: Category | None = None
+    location: str | None = None
+    work_type: str | None = None
+
+    def fields(self) -> dict[str, Category | str]:
+        """The fields this update replaces, by name: the given, non-empty ones."""
+        given = {
+            "base_category": self.base_category,
+            "category": self.category,
+            "location": self.location,
+            "work_type": self.work_type,
+        }
+        return {name: value for name, value in given.items() if value}
+
+
+class SessionStore(abc.ABC):
+    """Where conversations are kept; ``record`` is one atomic update in every store."""
+
+    @abc.abstractmethod
     async def load(self, session_id: str) -> SessionState:
         """The session's state; a fresh one when unknown or expired."""
-        ...
 
     async def record(
         self,
@@ -69,14 +99,19 @@ class SessionStore(Protocol):
         work_type: str | None = None,
     ) -> SessionState:
         """Atomically set the given fields and append ``turn``; returns the new state."""
-        ...
+        update = SessionUpdate(turn, base_category, category, location, work_type)
+        return await self._apply(session_id, update)
+
+    @abc.abstractmethod
+    async def _apply(self, session_id: str, update: SessionUpdate) -> SessionState:
+        """``record``'s work, in one step that nothing else interleaves."""
 
 
 def new_session_id() -> str:
     return f"anon-{uuid.uuid4().hex}"
 
 
-class InMemorySessionStore:
+class InMemorySessionStore(SessionStore):
     def __init__(self, *, max_sessions: int, max_turns: int, ttl_seconds: float) -> None:
         self._sessions: OrderedDict[str, SessionState] = OrderedDict()
         self._max_sessions = max_sessions
@@ -95,30 +130,13 @@ class InMemorySessionStore:
     async def load(self, session_id: str) -> SessionState:
         return self._get(session_id, time.monotonic())
 
-    async def record(
-        self,
-        session_id: str,
-        *,
-        turn: Turn | None = None,
-        base_category: Category | None = None,
-        category: Category | None = None,
-        location: str | None = None,
-        work_type: str | None = None,
-    ) -> SessionState:
+    async def _apply(self, session_id: str, update: SessionUpdate) -> SessionState:
         now = time.monotonic()
         state = self._get(session_id, now)
         turns = state.turns
-        if turn is not None and self._max_turns > 0:
-            turns = (*turns, turn)[-self._max_turns :]
-        state = replace(
-            state,
-            base_category=base_category or state.base_category,
-            category=category or state.category,
-            location=location or state.location,
-            work_type=work_type or state.work_type,
-            turns=turns,
-            updated_at=now,
-        )
+        if update.turn is not None and self._max_turns > 0:
+            turns = (*turns, update.turn)[-self._max_turns :]
+        state = replace(state, **update.fields(), turns=turns, updated_at=now)  # type: ignore[arg-type]
         self._sessions[session_id] = state
         self._sessions.move_to_end(session_id)
         self._evict(now)

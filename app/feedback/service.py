@@ -1,7 +1,7 @@
 """The feedback job API's use case: accept a job once, look one up, read the results.
 
 ``open_feedback`` builds it for the lifespan, on Redis (saq, shared and durable) when
-``REDIS_URL`` is set, else in process; the gateway runs workers too unless
+given it (``REDIS_URL``), else in process; the gateway runs workers too unless
 ``FEEDBACK_IN_PROCESS_WORKERS=false`` (then only ``python -m app.feedback.worker`` processes
 run jobs).
 
@@ -25,7 +25,6 @@ from datetime import datetime
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry
-from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from saq.queue.redis import RedisQueue
 
@@ -42,6 +41,7 @@ from app.feedback.records import JobStore, MemoryJobStore, MemoryResultLog, Resu
 from app.feedback.redis_records import RedisJobStore, RedisResultLog
 from app.feedback.runner import FeedbackRunner
 from app.llm.client import LLMClient
+from app.redis_client import JOBS, RedisConnector
 
 __all__ = ["FeedbackService", "open_feedback", "open_saq_runtime"]
 
@@ -52,7 +52,6 @@ KEY_REUSED_MESSAGE = "같은 Idempotency-Key로 다른 요청이 이미 접수�
 UNAVAILABLE_MESSAGE = "피드백 작업 저장소에 연결할 수 없어요. 잠시 후 다시 보내 주세요."
 RETRY_AFTER_SECONDS = 10.0
 _MAX_MEMORY_JOBS = 100_000
-_REDIS_TIMEOUT = 10.0
 
 
 class _Dispatcher(Protocol):
@@ -141,25 +140,16 @@ class FeedbackService:
         return await self.store.get(job_id)
 
 
-def _redis(settings: Settings) -> Redis:
-    assert settings.redis_url is not None
-    return Redis.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_connect_timeout=5.0,
-        socket_timeout=_REDIS_TIMEOUT,
-    )
-
-
 @asynccontextmanager
 async def open_saq_runtime(
-    settings: Settings, llm: LLMClient, metrics: FeedbackMetrics
+    settings: Settings, llm: LLMClient, metrics: FeedbackMetrics, redis: RedisConnector
 ) -> AsyncIterator[tuple[RedisQueue, FeedbackRunner, RedisJobStore, RedisResultLog]]:
     """saq's queue and the runner on Redis (the gateway's and the worker CLI's)."""
     s = settings
     async with AsyncExitStack() as stack:
-        records = _redis(s)
+        records = redis.client(JOBS)
         stack.push_async_callback(records.aclose)
-        queue = RedisQueue(_redis(s), name=s.feedback_queue_name)
+        queue = RedisQueue(redis.client(JOBS), name=s.feedback_queue_name)
         stack.push_async_callback(queue.disconnect)
         sender = CallbackSender(s, metrics)
         stack.push_async_callback(sender.aclose)
@@ -180,12 +170,12 @@ async def open_saq_runtime(
 
 @asynccontextmanager
 async def open_feedback(
-    settings: Settings, llm: LLMClient, registry: CollectorRegistry
+    settings: Settings, llm: LLMClient, registry: CollectorRegistry, redis: RedisConnector | None
 ) -> AsyncIterator[FeedbackService]:
     """The service for the gateway's lifespan, its workers running while it is open."""
     s = settings
     metrics = FeedbackMetrics(registry)
-    if s.redis_url is None:
+    if redis is None:
         store = MemoryJobStore(ttl=s.feedback_result_ttl_seconds, max_jobs=_MAX_MEMORY_JOBS)
         results = MemoryResultLog(s.feedback_results_keep)
         sender = CallbackSender(s, metrics)
@@ -207,7 +197,12 @@ async def open_feedback(
             await dispatcher.close()
             await sender.aclose()
         return
-    async with open_saq_runtime(s, llm, metrics) as (queue, runner, redis_store, redis_results):
+    async with open_saq_runtime(s, llm, metrics, redis) as (
+        queue,
+        runner,
+        redis_store,
+        redis_results,
+    ):
         worker = None
         task = None
         if s.feedback_in_process_workers:

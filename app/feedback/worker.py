@@ -28,14 +28,17 @@ from app.llm.client import LLMClient, build_http_client
 from app.llm.upstreams import UpstreamPool
 from app.logs import setup_logging
 from app.metrics import Metrics
+from app.redis_client import RedisConnector, redis_connector
 
 __all__ = ["main", "run"]
 
 log = logging.getLogger("app.feedback.worker")
 
 
-async def run(settings: Settings, registry: CollectorRegistry | None = None) -> None:
-    """Work feedback jobs until SIGTERM/SIGINT."""
+async def run(
+    settings: Settings, redis: RedisConnector, registry: CollectorRegistry | None = None
+) -> None:
+    """Work feedback jobs from ``redis``'s queue until SIGTERM/SIGINT."""
     metrics = Metrics()  # the upstream pool's and client's own counters
     async with (
         build_http_client(settings) as http,
@@ -43,7 +46,12 @@ async def run(settings: Settings, registry: CollectorRegistry | None = None) -> 
     ):
         llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
         feedback_metrics = FeedbackMetrics(registry or metrics.registry)
-        async with open_saq_runtime(settings, llm, feedback_metrics) as (queue, runner, _, _):
+        async with open_saq_runtime(settings, llm, feedback_metrics, redis) as (
+            queue,
+            runner,
+            _,
+            _,
+        ):
             worker = build_worker(queue, runner, settings, own_signals=True)
             log.info(
                 "feedback worker ready: queue %s, %d job(s) at once, upstream %s",
@@ -60,13 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = get_settings()
     setup_logging(settings.log_level, settings.log_format)
-    if settings.redis_url is None:
+    redis = redis_connector(settings.redis_url)
+    if redis is None:
         print("REDIS_URL is not set: the worker needs the Redis queue", file=sys.stderr)
         return 2
     registry = CollectorRegistry()
     if args.metrics_port is not None:
         start_http_server(args.metrics_port, registry=registry)
-    asyncio.run(run(settings, registry))
+    asyncio.run(run(settings, redis, registry))
     return 0
 
 

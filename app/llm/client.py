@@ -159,13 +159,15 @@ class LLMClient:
         http: httpx.AsyncClient,
         settings: Settings,
         *,
-        metrics: Metrics | None = None,
-        upstreams: UpstreamPool | None = None,
+        metrics: Metrics,
+        upstreams: UpstreamPool,
     ) -> None:
+        """``upstreams``: the replicas, opened by the caller (``async with``: their health
+        checks run while it is open) on this same ``http`` client."""
         self._http = http
         self._settings = settings
-        self._metrics = metrics if metrics is not None else Metrics()
-        self._pool = upstreams or UpstreamPool.from_settings(settings, http, self._metrics)
+        self._metrics = metrics
+        self._pool = upstreams
         self._model: str | None = settings.llm_model
 
     @property

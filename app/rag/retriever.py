@@ -14,7 +14,7 @@ One embedding per turn: ``embed`` gives the query's vector, which the intent ste
 Embeddings wait in one queue, in arrival order. A queue of ``queue_max`` waiting queries is a
 burst: the turn that finds it, the turns waiting in it, and every turn for ``burst_seconds``
 after get :class:`EmbedderBusy` at once, and ``retrieve`` searches by words alone
-(sparse-only). In a burst a turn then costs a tenth of a millisecond instead of a share of the
+(``SearchMode.LEXICAL``). In a burst a turn then costs a tenth of a millisecond instead of a share of the
 queue's embeddings, whose CPU the burst's other turns need (recall and latency in
 bench/README.md "Retrieval" and "Burst"). A turn that its words alone would refuse asks again
 with ``wait=True``: it waits for its embedding, so that a burst refuses nobody on the weaker
@@ -76,18 +76,20 @@ class Retriever(Protocol):
         k: int,
         scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
         """The ``k`` best documents for ``query`` within ``scope``; ``vector``
-        is the query's embedding when the caller already has it. ``by_words`` (a turn read
-        without its embedding), or no vector with the embedding model busy: sparse-only."""
+        is the query's embedding when the caller already has it. ``lexical`` (a turn read
+        without its embedding), or no vector with the embedding model busy: a lexical search."""
         ...
 
 
 class SearchMode(enum.Enum):
-    HYBRID = "hybrid"
-    DENSE = "dense"
-    SPARSE = "sparse"
+    """Which of a document's vectors a search reads. The values are ``RETRIEVAL_MODE``'s."""
+
+    HYBRID = "hybrid"  # both, fused
+    DENSE = "dense"  # the embedding's
+    LEXICAL = "sparse"  # the words' alone (the store's sparse BM25 vector): no embedding
 
 
 def _document(payload: dict[str, Any]) -> Document:
@@ -161,8 +163,8 @@ class HybridRetriever:
         if k <= 0:
             return []
         mode = mode or self.mode
-        if mode is SearchMode.SPARSE:
-            vector = None  # sparse-only search reads no vector; its hits then carry score 0
+        if mode is SearchMode.LEXICAL:
+            vector = None  # a lexical search reads no vector; its hits then carry score 0
         elif vector is None:
             vector = self.embed_query(query)
         hits: list[SearchHit] = self._store.search(
@@ -188,15 +190,20 @@ class HybridRetriever:
         return len(self._waiting)
 
     async def embed(self, query: str, *, wait: bool = False) -> QueryVector:
-        if wait:
-            if self._queue_max and self._confirming >= self._confirm_max:
-                raise EmbedderBusy(f"{self._confirming} refusals waiting for the embedder")
-            self._confirming += 1
-            try:
-                async with self._embedding:
-                    return await anyio.to_thread.run_sync(self.embed_query, query)
-            finally:
-                self._confirming -= 1
+        if not wait:
+            await self._queue_up()
+            return await self._embed_holding(query)
+        if self._queue_max and self._confirming >= self._confirm_max:
+            raise EmbedderBusy(f"{self._confirming} refusals waiting for the embedder")
+        self._confirming += 1
+        try:
+            await self._embedding.acquire()
+            return await self._embed_holding(query)
+        finally:
+            self._confirming -= 1
+
+    async def _queue_up(self) -> None:
+        """Take a place with the embedding model, or raise :class:`EmbedderBusy` in a burst."""
         if self._queue_max:
             now = time.monotonic()
             if now < self._burst_until:
@@ -217,6 +224,9 @@ class HybridRetriever:
                     self._waiting.discard(scope)
             if scope.cancelled_caught:
                 raise EmbedderBusy("a burst overtook the embedding queue") from None
+
+    async def _embed_holding(self, query: str) -> QueryVector:
+        """Embed ``query`` in a worker thread with the place already taken; gives it back."""
         try:
             return await anyio.to_thread.run_sync(self.embed_query, query)
         finally:
@@ -229,16 +239,16 @@ class HybridRetriever:
         k: int,
         scope: Scope = ANYWHERE,
         vector: QueryVector | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
         if k <= 0:  # RETRIEVAL_K=0: no thread hop for nothing
             return []
-        mode = SearchMode.SPARSE if by_words else self.mode
-        if vector is None and mode is not SearchMode.SPARSE:
+        mode = SearchMode.LEXICAL if lexical else self.mode
+        if vector is None and mode is not SearchMode.LEXICAL:
             try:
                 vector = await self.embed(query)
             except EmbedderBusy:
-                mode = SearchMode.SPARSE
+                mode = SearchMode.LEXICAL
         if self._store.searches_in_place:
             return self.search(query, k=k, scope=scope, vector=vector, mode=mode)
         return await anyio.to_thread.run_sync(

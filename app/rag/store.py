@@ -20,9 +20,9 @@ restart of either) rank alike. An engine only answers "nearest points" and "thes
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, NamedTuple, Protocol, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -35,12 +35,15 @@ __all__ = [
     "DENSE",
     "FILTER_FIELDS",
     "SPARSE",
+    "Match",
     "NearestQuery",
+    "Point",
     "SearchHit",
     "StoreMismatch",
     "StoreUnavailable",
     "VectorStore",
     "mismatch",
+    "scope_filter",
 ]
 
 DENSE = "dense"
@@ -67,6 +70,68 @@ def mismatch(name: str, size: int | None, dim: int) -> StoreMismatch:
         f"collection {name!r} holds {size}-wide vectors but the embedder makes {dim}: use "
         f"another QDRANT_COLLECTION or run `python -m app.rag ingest --recreate`"
     )
+
+
+_C = TypeVar("_C")
+_F = TypeVar("_F")
+
+
+class Match(NamedTuple):
+    """One payload condition: ``field`` holds ``value`` (a str), or any of them (a list)."""
+
+    field: str
+    value: str | list[str]
+
+
+def scope_filter(
+    scope: Scope, condition: Callable[[Match], _C], combine: Callable[..., _F]
+) -> _F | None:
+    """The engine's filter for ``scope`` (None: anything goes): ``condition`` writes one
+    :class:`Match` in the engine's types, ``combine(must=..., must_not=...)`` the filter."""
+    must, must_not = _conditions(scope)
+    if not must and not must_not:
+        return None
+    return combine(
+        must=[condition(m) for m in must] or None,
+        must_not=[condition(m) for m in must_not] or None,
+    )
+
+
+def _conditions(scope: Scope) -> tuple[list[Match], list[Match]]:
+    """What a point must match, and must not, to be within ``scope``."""
+    must = [
+        Match(field, value)
+        for field, value in (
+            ("category", scope.category.code if scope.category else None),
+            ("locations", scope.location),
+            ("work_types", scope.work_type),
+        )
+        if value is not None
+    ]
+    if scope.only:
+        must.append(Match("doc_id", sorted(scope.only)))
+    must_not = [Match("doc_id", sorted(scope.exclude))] if scope.exclude else []
+    return must, must_not
+
+
+class Point(NamedTuple):
+    """One point to write: its id, both vectors and its payload."""
+
+    point_id: str
+    dense: list[float]
+    sparse: SparseVector
+    payload: dict[str, Any]
+
+
+class _Stored(Protocol):
+    """A point as an engine reads it back (qdrant-edge's and qdrant-client's records alike)."""
+
+    @property
+    def id(self) -> Any: ...
+    @property
+    def payload(self) -> Any: ...
+    @property
+    def vector(self) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,14 +167,25 @@ class VectorStore(abc.ABC):
     def existing(self, name: str, point_ids: Sequence[str]) -> set[str]:
         """Which of these ids are stored."""
 
-    @abc.abstractmethod
     def stale(self, name: str, doc_ids: Sequence[str], keep: Sequence[str]) -> list[str]:
         """Points of these documents whose id (content hash) is not in ``keep``."""
+        wanted = set(keep)
+        found: list[str] = []
+        offset: Any = None
+        while True:
+            page, offset = self._page(name, doc_ids, offset)
+            found.extend(point_id for point_id in page if point_id not in wanted)
+            if offset is None:
+                return found
+
+    @abc.abstractmethod
+    def _page(self, name: str, doc_ids: Sequence[str], offset: Any) -> tuple[list[str], Any]:
+        """One page of the ids of these documents' points, from ``offset`` (None: the first
+        page), and the next page's offset (None after the last)."""
 
     @abc.abstractmethod
     def delete(self, name: str, point_ids: Sequence[str]) -> None: ...
 
-    @abc.abstractmethod
     def upsert(
         self,
         name: str,
@@ -117,7 +193,13 @@ class VectorStore(abc.ABC):
         dense: npt.NDArray[np.float32],
         sparse: Sequence[SparseVector],
         payloads: Sequence[dict[str, Any]],
-    ) -> None: ...
+    ) -> None:
+        rows = zip(point_ids, dense.tolist(), sparse, payloads, strict=True)
+        self._write(name, [Point(*row) for row in rows])
+
+    @abc.abstractmethod
+    def _write(self, name: str, points: Sequence[Point]) -> None:
+        """Insert or replace these points (the collection exists)."""
 
     @abc.abstractmethod
     def optimize(self, name: str) -> bool:
@@ -131,10 +213,23 @@ class VectorStore(abc.ABC):
         """For each query, up to ``limit`` nearest points within ``scope``, best first."""
 
     @abc.abstractmethod
+    def _fetch(self, name: str, point_ids: Sequence[str]) -> Iterable[_Stored]:
+        """These points that exist, with their payload and their dense vector."""
+
     def _records(
         self, name: str, point_ids: Sequence[str]
     ) -> dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]]:
         """Payload and dense vector of each of these points that exists."""
+        if not point_ids:
+            return {}
+        out: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]] = {}
+        for point in self._fetch(name, point_ids):
+            vectors = point.vector
+            dense = None
+            if isinstance(vectors, dict) and DENSE in vectors:
+                dense = np.asarray(vectors[DENSE], dtype=np.float32)
+            out[str(point.id)] = (dict(point.payload or {}), dense)
+        return out
 
     def search(
         self,

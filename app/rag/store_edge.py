@@ -38,10 +38,13 @@ from app.rag.store import (
     DENSE,
     FILTER_FIELDS,
     SPARSE,
+    Match,
     NearestQuery,
+    Point,
     StoreUnavailable,
     VectorStore,
     mismatch,
+    scope_filter,
 )
 
 __all__ = ["EdgeStore"]
@@ -67,24 +70,10 @@ def _query_vector(vector: npt.NDArray[np.float32] | SparseVector) -> list[float]
     return values
 
 
-def _filter(scope: Scope) -> qe.Filter | None:
-    must: list[qe.ConditionType] = [
-        qe.FieldCondition(key=key, match=qe.MatchValue(value))
-        for key, value in (
-            ("category", scope.category.code if scope.category else None),
-            ("locations", scope.location),
-            ("work_types", scope.work_type),
-        )
-        if value is not None
-    ]
-    if scope.only:
-        must.append(qe.FieldCondition(key="doc_id", match=qe.MatchAny(sorted(scope.only))))
-    must_not: list[qe.ConditionType] = [
-        qe.FieldCondition(key="doc_id", match=qe.MatchAny(sorted(scope.exclude)))
-    ]
-    if not must and not scope.exclude:
-        return None
-    return qe.Filter(must=must or None, must_not=must_not if scope.exclude else None)
+def _condition(match: Match) -> qe.FieldCondition:
+    if isinstance(match.value, list):
+        return qe.FieldCondition(key=match.field, match=qe.MatchAny(match.value))
+    return qe.FieldCondition(key=match.field, match=qe.MatchValue(match.value))
 
 
 class EdgeStore(VectorStore):
@@ -177,51 +166,32 @@ class EdgeStore(VectorStore):
             return set()
         return {str(r.id) for r in shard.retrieve(list(point_ids), False, False)}
 
-    def stale(self, name: str, doc_ids: Sequence[str], keep: Sequence[str]) -> list[str]:
-        shard = self._existing_shard(name)
-        wanted = set(keep)
-        condition = qe.Filter(
-            must=[qe.FieldCondition(key="doc_id", match=qe.MatchAny(list(doc_ids)))]
-        )
-        found: list[str] = []
-        offset: Any = None
-        while True:
-            records, offset = shard.scroll(
-                qe.ScrollRequest(
-                    offset=offset,
-                    limit=_SCROLL_PAGE,
-                    filter=condition,
-                    with_payload=False,
-                    with_vector=False,
-                )
+    def _page(self, name: str, doc_ids: Sequence[str], offset: Any) -> tuple[list[str], Any]:
+        records, offset = self._existing_shard(name).scroll(
+            qe.ScrollRequest(
+                offset=offset,
+                limit=_SCROLL_PAGE,
+                filter=qe.Filter(must=[_condition(Match("doc_id", list(doc_ids)))]),
+                with_payload=False,
+                with_vector=False,
             )
-            found.extend(str(r.id) for r in records if str(r.id) not in wanted)
-            if offset is None:
-                return found
+        )
+        return [str(r.id) for r in records], offset
 
     def delete(self, name: str, point_ids: Sequence[str]) -> None:
         if point_ids:
             self._existing_shard(name).update(qe.UpdateOperation.delete_points(list(point_ids)))
 
-    def upsert(
-        self,
-        name: str,
-        point_ids: Sequence[str],
-        dense: npt.NDArray[np.float32],
-        sparse: Sequence[SparseVector],
-        payloads: Sequence[dict[str, Any]],
-    ) -> None:
-        points = [
+    def _write(self, name: str, points: Sequence[Point]) -> None:
+        written = [
             qe.Point(
-                point_id,
-                {DENSE: vector.tolist(), SPARSE: qe.SparseVector(sv.indices, sv.values)},
-                payload,
+                p.point_id,
+                {DENSE: p.dense, SPARSE: qe.SparseVector(p.sparse.indices, p.sparse.values)},
+                p.payload,
             )
-            for point_id, vector, sv, payload in zip(
-                point_ids, dense, sparse, payloads, strict=True
-            )
+            for p in points
         ]
-        self._existing_shard(name).update(qe.UpdateOperation.upsert_points(points))
+        self._existing_shard(name).update(qe.UpdateOperation.upsert_points(written))
 
     def optimize(self, name: str) -> bool:
         shard = self._existing_shard(name)
@@ -232,7 +202,7 @@ class EdgeStore(VectorStore):
     def _nearest(
         self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _filter(scope)
+        condition = scope_filter(scope, _condition, qe.Filter)
         batch = qe.QueryBatchRequest(
             [
                 qe.QueryRequest(
@@ -248,17 +218,5 @@ class EdgeStore(VectorStore):
         results = self._existing_shard(name).query_batch(batch)
         return [[Scored(str(p.id), p.score) for p in points] for points in results]
 
-    def _records(
-        self, name: str, point_ids: Sequence[str]
-    ) -> dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]]:
-        if not point_ids:
-            return {}
-        found = self._existing_shard(name).retrieve(list(point_ids), True, [DENSE])
-        out: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]] = {}
-        for record in found:
-            vectors = record.vector
-            vector = None
-            if isinstance(vectors, dict) and DENSE in vectors:
-                vector = np.asarray(vectors[DENSE], dtype=np.float32)
-            out[str(record.id)] = (dict(record.payload or {}), vector)
-        return out
+    def _fetch(self, name: str, point_ids: Sequence[str]) -> list[qe.Record]:
+        return self._existing_shard(name).retrieve(list(point_ids), True, [DENSE])

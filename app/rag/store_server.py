@@ -27,9 +27,12 @@ from app.rag.store import (
     DENSE,
     FILTER_FIELDS,
     SPARSE,
+    Match,
     NearestQuery,
+    Point,
     VectorStore,
     mismatch,
+    scope_filter,
 )
 
 __all__ = ["ServerStore", "connect", "in_memory"]
@@ -57,26 +60,10 @@ def _query_vector(
     return values
 
 
-def _filter(scope: Scope) -> models.Filter | None:
-    must: list[models.Condition] = [
-        models.FieldCondition(key=key, match=models.MatchValue(value=value))
-        for key, value in (
-            ("category", scope.category.code if scope.category else None),
-            ("locations", scope.location),
-            ("work_types", scope.work_type),
-        )
-        if value is not None
-    ]
-    if scope.only:
-        must.append(
-            models.FieldCondition(key="doc_id", match=models.MatchAny(any=sorted(scope.only)))
-        )
-    if not must and not scope.exclude:
-        return None
-    must_not: list[models.Condition] = [
-        models.FieldCondition(key="doc_id", match=models.MatchAny(any=sorted(scope.exclude)))
-    ]
-    return models.Filter(must=must or None, must_not=must_not if scope.exclude else None)
+def _condition(match: Match) -> models.FieldCondition:
+    if isinstance(match.value, list):
+        return models.FieldCondition(key=match.field, match=models.MatchAny(any=match.value))
+    return models.FieldCondition(key=match.field, match=models.MatchValue(value=match.value))
 
 
 class ServerStore(VectorStore):
@@ -117,51 +104,30 @@ class ServerStore(VectorStore):
         found = self.client.retrieve(name, list(point_ids), with_payload=False)
         return {str(point.id) for point in found}
 
-    def stale(self, name: str, doc_ids: Sequence[str], keep: Sequence[str]) -> list[str]:
-        wanted = set(keep)
-        condition = models.Filter(
-            must=[models.FieldCondition(key="doc_id", match=models.MatchAny(any=list(doc_ids)))]
+    def _page(self, name: str, doc_ids: Sequence[str], offset: Any) -> tuple[list[str], Any]:
+        points, offset = self.client.scroll(
+            name,
+            scroll_filter=models.Filter(must=[_condition(Match("doc_id", list(doc_ids)))]),
+            limit=_SCROLL_PAGE,
+            offset=offset,
+            with_payload=False,
         )
-        found: list[str] = []
-        offset: Any = None
-        while True:
-            points, offset = self.client.scroll(
-                name,
-                scroll_filter=condition,
-                limit=_SCROLL_PAGE,
-                offset=offset,
-                with_payload=False,
-            )
-            found.extend(str(p.id) for p in points if str(p.id) not in wanted)
-            if offset is None:
-                return found
+        return [str(p.id) for p in points], offset
 
     def delete(self, name: str, point_ids: Sequence[str]) -> None:
         if point_ids:
             self.client.delete(name, models.PointIdsList(points=list(point_ids)))
 
-    def upsert(
-        self,
-        name: str,
-        point_ids: Sequence[str],
-        dense: npt.NDArray[np.float32],
-        sparse: Sequence[SparseVector],
-        payloads: Sequence[dict[str, Any]],
-    ) -> None:
-        points = [
+    def _write(self, name: str, points: Sequence[Point]) -> None:
+        written = [
             models.PointStruct(
-                id=point_id,
-                vector={
-                    DENSE: vector.tolist(),
-                    SPARSE: models.SparseVector(indices=sv.indices, values=sv.values),
-                },
-                payload=payload,
+                id=p.point_id,
+                vector={DENSE: p.dense, SPARSE: _query_vector(p.sparse)},
+                payload=p.payload,
             )
-            for point_id, vector, sv, payload in zip(
-                point_ids, dense, sparse, payloads, strict=True
-            )
+            for p in points
         ]
-        self.client.upsert(name, points, wait=True)
+        self.client.upsert(name, written, wait=True)
 
     def optimize(self, name: str) -> bool:
         return False  # the server builds its indexes in the background
@@ -169,7 +135,7 @@ class ServerStore(VectorStore):
     def _nearest(
         self, name: str, queries: Sequence[NearestQuery], limit: int, scope: Scope
     ) -> list[list[Scored]]:
-        condition = _filter(scope)
+        condition = scope_filter(scope, _condition, models.Filter)
         requests = [
             models.QueryRequest(
                 query=_query_vector(vector),
@@ -187,17 +153,5 @@ class ServerStore(VectorStore):
             responses = self.client.query_batch_points(name, requests)
         return [[Scored(str(p.id), p.score) for p in r.points] for r in responses]
 
-    def _records(
-        self, name: str, point_ids: Sequence[str]
-    ) -> dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]]:
-        if not point_ids:
-            return {}
-        found = self.client.retrieve(name, list(point_ids), with_payload=True, with_vectors=[DENSE])
-        out: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]] = {}
-        for point in found:
-            vectors = point.vector
-            vector = None
-            if isinstance(vectors, dict) and DENSE in vectors:
-                vector = np.asarray(vectors[DENSE], dtype=np.float32)
-            out[str(point.id)] = (dict(point.payload or {}), vector)
-        return out
+    def _fetch(self, name: str, point_ids: Sequence[str]) -> list[models.Record]:
+        return self.client.retrieve(name, list(point_ids), with_payload=True, with_vectors=[DENSE])

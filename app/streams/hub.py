@@ -108,7 +108,7 @@ class _LocalSource:
         self._stream.readers += 1
 
     def release(self) -> None:
-        self._hub._detach(self._stream)
+        self._hub.reader_left(self._stream.id)
 
     async def events_after(self, seq: int, wait: float) -> list[LoggedEvent]:
         return await self._stream.events_after(seq, wait)
@@ -241,7 +241,12 @@ class StreamHub:
         if record.terminal:
             self._ended[stream.id] = time.monotonic()
 
-    def _detach(self, stream: _Stream) -> None:
+    def reader_left(self, stream_id: str) -> None:
+        """One reader of this stream let go of it: with none left, the generation stops once
+        the resume grace is over (at once without one)."""
+        stream = self._streams.get(stream_id)
+        if stream is None:  # evicted: it ended long ago
+            return
         stream.readers -= 1
         if stream.readers > 0 or stream.ended:
             return

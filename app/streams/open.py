@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from app.config import Settings
+from app.redis_client import CHAT, RedisConnector
 from app.streams.hub import StreamHub
 from app.streams.signals import SignalHook
 
@@ -19,14 +20,16 @@ __all__ = ["open_stream_hub"]
 
 
 @asynccontextmanager
-async def open_stream_hub(settings: Settings) -> AsyncIterator[StreamHub]:
-    """The hub for the app's lifespan, with its Redis log when ``REDIS_URL`` is set."""
+async def open_stream_hub(
+    settings: Settings, redis: RedisConnector | None
+) -> AsyncIterator[StreamHub]:
+    """The hub for the app's lifespan, with its Redis log when given Redis (``REDIS_URL``)."""
     remote: RedisStreamLog | None = None
-    if settings.redis_url is not None and settings.stream_resume_ttl_seconds > 0:
+    if redis is not None and settings.stream_resume_ttl_seconds > 0:
         from app.streams.redis_log import RedisStreamLog  # only deployments with Redis
 
-        remote = RedisStreamLog.from_url(
-            settings.redis_url.get_secret_value(),
+        remote = RedisStreamLog(
+            redis.client(CHAT),
             prefix=settings.redis_stream_prefix,
             ttl_seconds=settings.stream_resume_ttl_seconds,
         )

@@ -93,13 +93,6 @@ class RedisStreamLog:
         self._pending: dict[str, list[LoggedEvent]] = {}
         self._failing = False
 
-    @classmethod
-    def from_url(
-        cls, url: str, *, prefix: str, ttl_seconds: float, timeout: float = 5.0
-    ) -> RedisStreamLog:
-        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-        return cls(client, prefix=prefix, ttl_seconds=ttl_seconds)
-
     def keys(self, stream_id: str) -> _Keys:
         base = f"{self._prefix}{{{stream_id}}}"
         return _Keys(f"{base}:events", f"{base}:live", f"{base}:reader", f"{base}:owner")

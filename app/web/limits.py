@@ -39,10 +39,10 @@ from contextlib import asynccontextmanager
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
-from redis.asyncio import ConnectionPool
 
 from app.config import Settings
 from app.domain.errors import RateLimited
+from app.redis_client import LIMITS, RedisConnector
 from app.web.access import Caller
 
 __all__ = ["Limits", "open_limits", "rate_items"]
@@ -50,7 +50,6 @@ __all__ = ["Limits", "open_limits", "rate_items"]
 log = logging.getLogger(__name__)
 
 _REDIS_PREFIX = "eco:limits"
-_REDIS_TIMEOUT = 1.0  # seconds; past it the request is admitted without counting
 
 
 def rate_items(per_minute: float, burst: int) -> list[RateLimitItem]:
@@ -147,26 +146,23 @@ class Limits:
 
 
 @asynccontextmanager
-async def open_limits(settings: Settings) -> AsyncIterator[Limits]:
-    """The limits, counted in Redis when REDIS_URL is set (its connections closed on exit)."""
-    if settings.redis_url is None:
+async def open_limits(settings: Settings, redis: RedisConnector | None) -> AsyncIterator[Limits]:
+    """The limits, counted in Redis when given it (its connections closed on exit)."""
+    if redis is None:
         yield Limits(settings)
         return
-    pool = ConnectionPool.from_url(
-        settings.redis_url.get_secret_value(),
-        socket_connect_timeout=_REDIS_TIMEOUT,
-        socket_timeout=_REDIS_TIMEOUT,
-    )
+    client = redis.client(LIMITS)  # past its timeouts a request is admitted without counting
     try:
         storage = RedisStorage(
-            f"async+{settings.redis_url.get_secret_value()}",
+            f"async+{redis.url}",
             implementation="redispy",
             key_prefix=_REDIS_PREFIX,
-            connection_pool=pool,  # type: ignore[arg-type]  # limits types its options narrowly
+            # limits types its options narrowly
+            connection_pool=client.connection_pool,  # type: ignore[arg-type]
         )
         yield Limits(settings, storage)
     finally:
-        await pool.aclose()
+        await client.aclose()
 
 
 def _whole(seconds: float) -> float:

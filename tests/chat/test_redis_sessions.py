@@ -22,6 +22,7 @@ from redis.asyncio import Redis
 from app.chat.redis_sessions import RedisSessionStore
 from app.chat.sessions import InMemorySessionStore, SessionStore, Turn
 from app.domain.categories import Category
+from app.redis_client import CHAT, RedisConnector
 from tests.support.gateway import GatewayProcess
 from tests.support.redis_server import redis_server
 from tests.support.sse import read_stream
@@ -29,6 +30,11 @@ from tests.support.store import store_copy
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
 
 pytestmark = pytest.mark.anyio
+
+
+def _client(url: str) -> Redis:
+    return RedisConnector(url).client(CHAT)
+
 
 MakeStore = Callable[..., Awaitable[SessionStore]]
 
@@ -226,7 +232,7 @@ async def test_a_session_written_by_one_process_is_read_by_another(
 
 async def test_redis_expires_the_keys(redis_url: str) -> None:
     prefix = f"test:{uuid.uuid4().hex}:"
-    store = RedisSessionStore.from_url(redis_url, max_turns=3, ttl_seconds=0.3, prefix=prefix)
+    store = RedisSessionStore(_client(redis_url), max_turns=3, ttl_seconds=0.3, prefix=prefix)
     raw = Redis.from_url(redis_url)
     try:
         await store.record("s", turn=Turn("q", "a"), category=Category.VEGAN)
@@ -266,19 +272,19 @@ async def test_unknown_stored_values_are_ignored(redis_url: str, make_redis: _St
     assert state.category is None and state.turns == (Turn("q", "a"),)
 
 
-async def test_from_url_ping_and_close(redis_url: str) -> None:
-    store = RedisSessionStore.from_url(redis_url, max_turns=3, ttl_seconds=60)
+async def test_ping_and_close(redis_url: str) -> None:
+    store = RedisSessionStore(_client(redis_url), max_turns=3, ttl_seconds=60)
     assert await store.ping()
     await store.close()
 
 
 async def test_bad_settings_are_refused(redis_url: str) -> None:
     with pytest.raises(ValueError, match="ttl_seconds"):
-        RedisSessionStore.from_url(redis_url, max_turns=3, ttl_seconds=0)
+        RedisSessionStore(_client(redis_url), max_turns=3, ttl_seconds=0)
 
 
 async def test_the_redis_store_is_a_session_store(redis_url: str) -> None:
-    store: SessionStore = RedisSessionStore.from_url(redis_url, max_turns=1, ttl_seconds=1)
+    store: SessionStore = RedisSessionStore(_client(redis_url), max_turns=1, ttl_seconds=1)
     assert isinstance(store, RedisSessionStore)
     await store.close()
 

@@ -22,11 +22,12 @@ from app.chat.turn import RecommendationService
 from app.config import Settings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
-from app.llm.client import LLMClient, build_http_client
+from app.llm.client import build_http_client
 from app.metrics import Metrics
 from app.rag.lexical import LexicalEmbedder
 from app.rag.retriever import EmbedderBusy, Hit
 from app.rag.scope import ANYWHERE, Scope
+from tests.support.llm import llm_client
 from tests.upstream.scripted_openai import ScriptedUpstreamThread, expected_display_text
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +46,7 @@ class _StoreDown:
         k: int,
         scope: Scope = ANYWHERE,
         vector: np.ndarray | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
         self.calls += 1
         raise ConnectionError("qdrant at 10.0.0.9:6333 refused")
@@ -97,9 +98,9 @@ class _EmbedderBusy:
         k: int,
         scope: Scope = ANYWHERE,
         vector: np.ndarray | None = None,
-        by_words: bool = False,
+        lexical: bool = False,
     ) -> list[Hit]:
-        self.retrieved.append((query, scope.category, vector, by_words))
+        self.retrieved.append((query, scope.category, vector, lexical))
         return []
 
 
@@ -136,7 +137,9 @@ def _service(
         settings=settings,
         metrics=metrics,
     )
-    generator = Generator(llm=LLMClient(http, settings), sessions=sessions, metrics=metrics)
+    generator = Generator(
+        llm=llm_client(http, settings, metrics), sessions=sessions, metrics=metrics
+    )
     return RecommendationService(planner, generator)
 
 

@@ -11,7 +11,8 @@ from app.chat.prompts import PromptInput, answer_messages
 from app.config import Settings
 from app.domain.categories import Category
 from app.domain.errors import GatewayError, Overloaded, UpstreamFailed, UpstreamTimedOut
-from app.llm.client import LLMClient, build_http_client
+from app.llm.client import build_http_client
+from tests.support.llm import llm_client
 from tests.upstream.scripted_openai import DEFAULT_CONTENT, ScriptedUpstreamThread
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +33,7 @@ async def _stream(scripted: ScriptedUpstreamThread, transport: str, **extra: obj
         **extra,
     )
     async with build_http_client(settings) as http:
-        client = LLMClient(http, settings)
+        client = llm_client(http, settings)
         pieces: AsyncIterator[str] = client.stream_chat(MESSAGES)
         return "".join([piece async for piece in pieces])
 
@@ -52,7 +53,7 @@ async def test_keep_alive_serves_requests_in_a_row(
         _env_file=None, llm_base_url=scripted.base_url, llm_transport=transport
     )
     async with build_http_client(settings) as http:
-        client = LLMClient(http, settings)
+        client = llm_client(http, settings)
         texts = ["".join([p async for p in client.stream_chat(MESSAGES)]) for _ in range(3)]
     assert texts == [DEFAULT_CONTENT] * 3
 
@@ -92,5 +93,5 @@ async def test_a_refused_upstream_is_upstream_failed(transport: str) -> None:
     )
     async with build_http_client(settings) as http:
         with pytest.raises(UpstreamFailed):
-            async for _ in LLMClient(http, settings).stream_chat(MESSAGES):
+            async for _ in llm_client(http, settings).stream_chat(MESSAGES):
                 pass

@@ -76,7 +76,7 @@ async def test_a_turn_behind_a_long_queue_is_searched_by_words_at_once(
     gated: tuple[HybridRetriever, threading.Event],
 ) -> None:
     retriever, gate = gated
-    words_only = retriever.search(QUERY, k=3, mode=SearchMode.SPARSE)
+    words_only = retriever.search(QUERY, k=3, mode=SearchMode.LEXICAL)
     async with anyio.create_task_group() as group:
         outcomes = await _fill_queue(retriever, group)
         with pytest.raises(EmbedderBusy):

@@ -203,7 +203,7 @@ def test_edge_and_server_paths_rank_alike(
             scores.append([hit.score for found in hits for hit in found])
         assert rankings[0] == rankings[1]
         assert scores[0] == pytest.approx(scores[1], abs=1e-5)  # cosine, float32 either way
-        if mode is not SearchMode.SPARSE:  # lexical search finds only documents sharing a term
+        if mode is not SearchMode.LEXICAL:  # lexical search finds only documents sharing a term
             assert all(len(ranking) == 10 for ranking in rankings[0])
     finally:
         edge.close()

@@ -15,6 +15,7 @@ import pytest
 
 from app.config import Settings
 from app.domain.events import Delta, Done, StreamEvent
+from app.redis_client import redis_connector
 from app.streams.hub import StreamHub
 from app.streams.log import (
     SHUTDOWN_MESSAGE,
@@ -59,7 +60,8 @@ class Pipeline:
 
 @asynccontextmanager
 async def hub(**settings: Any) -> AsyncIterator[StreamHub]:
-    async with open_stream_hub(Settings(_env_file=None, **settings)) as streams:
+    config = Settings(_env_file=None, **settings)
+    async with open_stream_hub(config, redis_connector(config.redis_url)) as streams:
         yield streams
 
 
