@@ -24,6 +24,7 @@ __all__ = [
     "OperationsSettings",
     "RedisSettings",
     "RetrievalSettings",
+    "SamplingSettings",
     "SessionSettings",
     "Settings",
     "StreamSettings",
@@ -60,7 +61,18 @@ class RedisSettings(BaseModel):
         return _blank_is_none(value)
 
 
-class UpstreamSettings(BaseModel):
+class SamplingSettings(BaseModel):
+    """Sampling, sent with every chat request (and, but the temperature, every feedback one)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    llm_temperature: float = Field(0.7, ge=0, le=2)
+    llm_top_p: float = Field(0.9, gt=0, le=1)
+    llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
+    llm_repetition_penalty: float = Field(1.05, gt=0)
+
+
+class UpstreamSettings(SamplingSettings):
     """The upstream LLM (app/llm/): vLLM's OpenAI-compatible server, and sampling."""
 
     model_config = ConfigDict(frozen=True)
@@ -77,10 +89,6 @@ class UpstreamSettings(BaseModel):
     # aiohttp: httpx-aiohttp (app/llm/transport.py); httpx: httpx's own (httpcore + h11)
     llm_transport: Literal["aiohttp", "httpx"] = "aiohttp"
     llm_health_interval: float = Field(5.0, gt=0)  # seconds between GET /models per replica
-    llm_temperature: float = Field(0.7, ge=0, le=2)
-    llm_top_p: float = Field(0.9, gt=0, le=1)
-    llm_top_k: int = Field(50, ge=-1)  # vLLM request field; -1 disables
-    llm_repetition_penalty: float = Field(1.05, gt=0)
     # Tokens per answer; None: what the composition needs (app/chat/generation.py).
     llm_max_tokens: int | None = Field(None, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format
@@ -259,7 +267,7 @@ class AccessSettings(RedisSettings):
         return _comma_separated(value)
 
 
-class FeedbackSettings(RedisSettings):
+class FeedbackSettings(RedisSettings, SamplingSettings):
     """Weekly feedback (POST /ai/feedback, app/feedback/; README "Feedback")."""
 
     model_config = ConfigDict(frozen=True)

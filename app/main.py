@@ -25,7 +25,17 @@ from app.chat.intent_bank import build_intents
 from app.chat.planning import Planner
 from app.chat.session_backend import open_session_store
 from app.chat.turn import RecommendationService
-from app.config import Settings, get_settings
+from app.config import (
+    AccessSettings,
+    ChatSettings,
+    FeedbackSettings,
+    RetrievalSettings,
+    SessionSettings,
+    Settings,
+    StreamSettings,
+    UpstreamSettings,
+    get_settings,
+)
 from app.domain.errors import BadInput, InternalFailure
 from app.domain.events import envelope
 from app.feedback.service import open_feedback
@@ -59,56 +69,62 @@ GC_YOUNG_THRESHOLD = 10_000  # allocations between young collections (Python's d
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or get_settings()
-    access = Access(settings)
+    # Each part is given its own settings, and nothing else (app/config.py).
+    upstream = settings.part(UpstreamSettings)
+    retrieval = settings.part(RetrievalSettings)
+    turns = settings.part(ChatSettings)
+    sse = settings.part(StreamSettings)
+    guard = settings.part(AccessSettings)
+    access = Access(guard)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
         setup_logging(settings.log_level, settings.log_format)
-        if (warning := exposure_warning(settings)) is not None:
+        if (warning := exposure_warning(guard)) is not None:
             log.warning(warning)
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
         redis = redis_connector(settings.redis_url)  # None: sessions, limits, jobs in memory
         async with (
-            open_session_store(settings, redis) as sessions,
-            open_retriever(settings) as retriever,
-            build_http_client(settings) as http,
-            UpstreamPool.from_settings(settings, http, metrics) as upstreams,  # health checks
-            open_limits(settings, redis) as limits,
+            open_session_store(settings.part(SessionSettings), redis) as sessions,
+            open_retriever(retrieval) as retriever,
+            build_http_client(upstream) as http,
+            UpstreamPool.from_settings(upstream, http, metrics) as upstreams,  # health checks
+            open_limits(guard, redis) as limits,
             # Last: on exit it stops the generations before the clients they use close.
-            open_stream_hub(settings, redis) as streams,
+            open_stream_hub(sse, redis) as streams,
             AsyncExitStack() as jobs,  # closed first: feedback workers stop before the clients
         ):
-            llm = LLMClient(http, settings, metrics=metrics, upstreams=upstreams)
+            llm = LLMClient(http, upstream, metrics=metrics, upstreams=upstreams)
             feedback = await jobs.enter_async_context(
-                open_feedback(settings, llm, metrics.registry, redis)
+                open_feedback(settings.part(FeedbackSettings), llm, metrics.registry, redis)
             )
             intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
-            size = settings.retrieval_cache_size
+            size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
                     retriever=CachedRetriever(
-                        retriever, size=size, ttl=settings.retrieval_cache_seconds
+                        retriever, size=size, ttl=retrieval.retrieval_cache_seconds
                     )
                     if size
                     else retriever,
                     intents=intents,
                     sessions=sessions,
-                    settings=settings,
+                    settings=turns,
                     metrics=metrics,
                 ),
                 Generator(
                     llm=llm,
                     sessions=sessions,
                     metrics=metrics,
-                    max_tokens=settings.llm_max_tokens,
+                    max_tokens=upstream.llm_max_tokens,
                 ),
             )
-            admission = Admission(settings, access=access, limits=limits)
+            admission = Admission(guard, access=access, limits=limits)
             log.info(
                 "gateway ready: upstream %s, retrieval %s with %s",
                 ", ".join(upstreams.labels),  # host:port only: a URL may hold credentials
-                settings.retrieval_mode,
+                retrieval.retrieval_mode,
                 retriever.embedder_name,
             )
             # Everything built so far lives as long as the process: take it out of the
@@ -127,7 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 "settings": settings,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
-                "chat": ChatContext(service, admission, settings, metrics, streams),
+                "chat": ChatContext(service, admission, turns, sse, metrics, streams),
                 "feedback": feedback,
                 "access": access,
             }
@@ -143,37 +159,35 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # Added innermost first: the request meets them in the opposite order.
     gated = set()
-    if access.keys_required and not settings.metrics_public:
+    if access.keys_required and not guard.metrics_public:
         gated.add("/metrics")
-    if access.keys_required and not settings.docs_public:
+    if access.keys_required and not guard.docs_public:
         gated |= DOCS_PATHS
     if gated:
         app.add_middleware(KeyGate, access=access, paths=gated)
     app.add_middleware(
         BodyGuard,
         limit_for=lambda path: (
-            settings.feedback_body_max_bytes
-            if path == "/ai/feedback"
-            else settings.chat_body_max_bytes
+            guard.feedback_body_max_bytes if path == "/ai/feedback" else guard.chat_body_max_bytes
         ),
-        timeout=settings.request_body_timeout_seconds,
+        timeout=guard.request_body_timeout_seconds,
     )
-    if settings.cors_allow_origins:
+    if guard.cors_allow_origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=settings.cors_allow_origins,
+            allow_origins=guard.cors_allow_origins,
             allow_methods=["GET", "POST"],
             allow_headers=["*"],
             expose_headers=["x-session-id", "x-request-id"],
         )
     # The client's address (the one a trusted proxy forwards), before anything reads it.
     app.add_middleware(
-        PeerMiddleware, trusted_proxies=settings.trusted_proxies, keys=access.keys_required
+        PeerMiddleware, trusted_proxies=guard.trusted_proxies, keys=access.keys_required
     )
-    if settings.allowed_hosts:
+    if guard.allowed_hosts:
         # Starlette's check, without its www. redirect (built from the Host header).
         app.add_middleware(
-            TrustedHostMiddleware, allowed_hosts=settings.allowed_hosts, www_redirect=False
+            TrustedHostMiddleware, allowed_hosts=guard.allowed_hosts, www_redirect=False
         )
     app.add_middleware(RequestIdMiddleware)
     app.include_router(recommendation.router)

@@ -32,7 +32,7 @@ from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore
-from app.config import Settings
+from app.config import ChatSettings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
@@ -91,7 +91,7 @@ class Planner:
         retriever: Retriever,
         intents: IntentClassifiers,
         sessions: SessionStore,
-        settings: Settings,
+        settings: ChatSettings,
         metrics: Metrics,
     ) -> None:
         self._retriever = retriever

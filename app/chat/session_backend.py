@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from app.chat.sessions import InMemorySessionStore, SessionStore
-from app.config import Settings
+from app.config import SessionSettings
 from app.redis_client import CHAT, RedisConnector
 
 __all__ = ["open_session_store"]
@@ -15,7 +15,7 @@ __all__ = ["open_session_store"]
 
 @asynccontextmanager
 async def open_session_store(
-    settings: Settings, redis: RedisConnector | None
+    settings: SessionSettings, redis: RedisConnector | None
 ) -> AsyncIterator[SessionStore]:
     if redis is None:
         yield InMemorySessionStore(

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import httpx
 from saq.utils import exponential_backoff
 
-from app.config import Settings
+from app.config import FeedbackSettings
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackResult
 
@@ -49,7 +49,7 @@ class Attempt:
 
 
 class CallbackSender:
-    def __init__(self, settings: Settings, metrics: FeedbackMetrics) -> None:
+    def __init__(self, settings: FeedbackSettings, metrics: FeedbackMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
         headers = {"content-type": "application/json"}

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from saq.utils import exponential_backoff
 
-from app.config import Settings
+from app.config import FeedbackSettings
 from app.domain.errors import GatewayError
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.prompt import fallback_text, feedback_messages
@@ -44,7 +44,9 @@ _RETRY_MAX_SECONDS = 30.0
 
 
 class FeedbackGenerator:
-    def __init__(self, llm: LLMClient, settings: Settings, metrics: FeedbackMetrics) -> None:
+    def __init__(
+        self, llm: LLMClient, settings: FeedbackSettings, metrics: FeedbackMetrics
+    ) -> None:
         self._llm = llm
         self._settings = settings
         self._metrics = metrics

@@ -33,7 +33,7 @@ from typing import Any
 from saq import Queue, Worker
 from saq.types import Context, PartialTimersDict
 
-from app.config import Settings
+from app.config import FeedbackSettings
 from app.feedback.runner import FeedbackRunner
 
 __all__ = ["GENERATE", "SaqDispatcher", "build_worker"]
@@ -49,7 +49,7 @@ _DELIVERY_TIMEOUT_MARGIN = 10
 class SaqDispatcher:
     """The gateway's side: counts and enqueues."""
 
-    def __init__(self, queue: Queue, settings: Settings) -> None:
+    def __init__(self, queue: Queue, settings: FeedbackSettings) -> None:
         self._queue = queue
         self._settings = settings
 
@@ -72,7 +72,7 @@ class SaqDispatcher:
 
 
 class _Jobs:
-    def __init__(self, runner: FeedbackRunner, settings: Settings) -> None:
+    def __init__(self, runner: FeedbackRunner, settings: FeedbackSettings) -> None:
         self._runner = runner
         self._settings = settings
 
@@ -125,7 +125,7 @@ class _Jobs:
 
 
 def build_worker(
-    queue: Queue, runner: FeedbackRunner, settings: Settings, *, own_signals: bool
+    queue: Queue, runner: FeedbackRunner, settings: FeedbackSettings, *, own_signals: bool
 ) -> Worker[Any]:
     """A saq worker for both functions. ``own_signals``: a process of its own (the CLI),
     where saq's SIGTERM handling stops it gracefully."""

@@ -28,7 +28,7 @@ from prometheus_client import CollectorRegistry
 from redis.exceptions import RedisError
 from saq.queue.redis import RedisQueue
 
-from app.config import Settings
+from app.config import FeedbackSettings
 from app.domain.errors import InvalidValue, Overloaded
 from app.feedback.dates import SEOUL
 from app.feedback.delivery import CallbackSender
@@ -67,7 +67,7 @@ class FeedbackService:
         store: JobStore,
         results: ResultLog,
         dispatcher: _Dispatcher,
-        settings: Settings,
+        settings: FeedbackSettings,
         metrics: FeedbackMetrics,
     ) -> None:
         self.store = store
@@ -142,7 +142,7 @@ class FeedbackService:
 
 @asynccontextmanager
 async def open_saq_runtime(
-    settings: Settings, llm: LLMClient, metrics: FeedbackMetrics, redis: RedisConnector
+    settings: FeedbackSettings, llm: LLMClient, metrics: FeedbackMetrics, redis: RedisConnector
 ) -> AsyncIterator[tuple[RedisQueue, FeedbackRunner, RedisJobStore, RedisResultLog]]:
     """saq's queue and the runner on Redis (the gateway's and the worker CLI's)."""
     s = settings
@@ -170,7 +170,10 @@ async def open_saq_runtime(
 
 @asynccontextmanager
 async def open_feedback(
-    settings: Settings, llm: LLMClient, registry: CollectorRegistry, redis: RedisConnector | None
+    settings: FeedbackSettings,
+    llm: LLMClient,
+    registry: CollectorRegistry,
+    redis: RedisConnector | None,
 ) -> AsyncIterator[FeedbackService]:
     """The service for the gateway's lifespan, its workers running while it is open."""
     s = settings

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from app.config import Settings
+from app.config import UpstreamSettings
 from app.domain.errors import GatewayError, UpstreamFailed, UpstreamTimedOut
 from app.llm.failures import (
     error_kind,
@@ -59,7 +59,7 @@ KEEPALIVE_EXPIRY = 4.0  # seconds an idle upstream connection is kept
 _DEFAULT_MAX_TOKENS = 768
 
 
-def build_http_client(settings: Settings) -> httpx.AsyncClient:
+def build_http_client(settings: UpstreamSettings) -> httpx.AsyncClient:
     """The one pooled client of the process (owned by the lifespan), shared by all replicas:
     requests use absolute URLs (``Upstream.url``), and the limits are for all of them.
 
@@ -97,7 +97,7 @@ def build_http_client(settings: Settings) -> httpx.AsyncClient:
 
 
 def chat_payload(
-    settings: Settings,
+    settings: UpstreamSettings,
     model: str,
     messages: Sequence[ChatMessage],
     schema: dict[str, Any] | None = None,
@@ -157,7 +157,7 @@ class LLMClient:
     def __init__(
         self,
         http: httpx.AsyncClient,
-        settings: Settings,
+        settings: UpstreamSettings,
         *,
         metrics: Metrics,
         upstreams: UpstreamPool,

@@ -30,7 +30,7 @@ from types import TracebackType
 
 import httpx
 
-from app.config import Settings
+from app.config import UpstreamSettings
 from app.metrics import Metrics
 
 __all__ = ["Upstream", "UpstreamPool"]
@@ -98,7 +98,7 @@ class UpstreamPool:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, http: httpx.AsyncClient, metrics: Metrics
+        cls, settings: UpstreamSettings, http: httpx.AsyncClient, metrics: Metrics
     ) -> UpstreamPool:
         return cls(
             settings.llm_base_urls,

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 import anyio
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.rag.corpus import load_corpus
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.embedder_remote import RemoteEmbedder, load_remote_embedder
@@ -28,7 +28,7 @@ class VectorStoreUnavailable(RuntimeError):
 
 
 @asynccontextmanager
-async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
+async def open_retriever(settings: RetrievalSettings) -> AsyncIterator[HybridRetriever]:
     """The configured retriever, ready to search; closes the store (and a remote embedder's
     connections) on exit.
 
@@ -63,7 +63,7 @@ async def open_retriever(settings: Settings) -> AsyncIterator[HybridRetriever]:
         await anyio.to_thread.run_sync(store.close)
 
 
-def configured_embedder(settings: Settings) -> Embedder:
+def configured_embedder(settings: RetrievalSettings) -> Embedder:
     """EMBEDDING_URL's server when set, else the in-process EMBEDDING_MODEL (blocking)."""
     if settings.embedding_url:
         key = settings.embedding_api_key
@@ -75,7 +75,9 @@ def configured_embedder(settings: Settings) -> Embedder:
     return load_embedder(settings.embedding_model, threads=settings.embedding_threads)
 
 
-async def _ingest_if_empty(settings: Settings, store: VectorStore, embedder: Embedder) -> None:
+async def _ingest_if_empty(
+    settings: RetrievalSettings, store: VectorStore, embedder: Embedder
+) -> None:
     collection = settings.qdrant_collection
     if await anyio.to_thread.run_sync(store.count, collection):
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.config import Settings
+from app.config import RetrievalSettings
 from app.rag.store import VectorStore
 from app.rag.store_edge import EdgeStore
 from app.rag.store_server import connect
@@ -13,7 +13,7 @@ from app.rag.store_server import connect
 __all__ = ["configured_store", "open_store"]
 
 
-def configured_store(settings: Settings) -> VectorStore:
+def configured_store(settings: RetrievalSettings) -> VectorStore:
     """The store the settings name: ``QDRANT_URL`` when set, else the embedded ``QDRANT_PATH``."""
     api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
     return open_store(url=settings.qdrant_url, path=settings.qdrant_path, api_key=api_key)

@@ -258,7 +258,7 @@ async def _start(
                 body, session_id, request_id, started
             )
         else:
-            limit = chat.settings.max_message_chars
+            limit = chat.turns.max_message_chars
             turn = _free_text_turn(body, session_id, request_id, started, limit)
     except Refused as refused:
         return _only(Failed(refused.error)), headers, ""
@@ -279,13 +279,13 @@ def _sse(
     endpoint: str,
     owner: str = "",
 ) -> EventStreamResponse:
-    settings = chat.settings
+    sse = chat.sse
     return event_source_response(
         events,
         streams=chat.streams,
-        ping_interval=settings.sse_ping_interval,
-        send_timeout=settings.sse_send_timeout,
-        retry_ms=settings.sse_retry_ms,
+        ping_interval=sse.sse_ping_interval,
+        send_timeout=sse.sse_send_timeout,
+        retry_ms=sse.sse_retry_ms,
         metrics=chat.metrics,
         endpoint=endpoint,
         headers=headers,
@@ -322,8 +322,8 @@ async def _resume(
     return await resume_response(
         last_event_id,
         streams=chat.streams,
-        ping_interval=chat.settings.sse_ping_interval,
-        send_timeout=chat.settings.sse_send_timeout,
+        ping_interval=chat.sse.sse_ping_interval,
+        send_timeout=chat.sse.sse_send_timeout,
         metrics=chat.metrics,
         endpoint=endpoint,
         headers=headers,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from app.config import Settings
+from app.config import StreamSettings
 from app.redis_client import CHAT, RedisConnector
 from app.streams.hub import StreamHub
 from app.streams.signals import SignalHook
@@ -21,7 +21,7 @@ __all__ = ["open_stream_hub"]
 
 @asynccontextmanager
 async def open_stream_hub(
-    settings: Settings, redis: RedisConnector | None
+    settings: StreamSettings, redis: RedisConnector | None
 ) -> AsyncIterator[StreamHub]:
     """The hub for the app's lifespan, with its Redis log when given Redis (``REDIS_URL``)."""
     remote: RedisStreamLog | None = None

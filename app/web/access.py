@@ -39,7 +39,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from app.config import Settings
+from app.config import AccessSettings
 from app.domain.errors import Unauthorized
 from app.web.page_token import COOKIE, PageTokens, PageVisit
 
@@ -96,7 +96,7 @@ def _presented_key(conn: HTTPConnection) -> bytes | None:
 class Access:
     """The decisions of the module docstring, from the settings."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: AccessSettings) -> None:
         self._settings = settings
         keys = [key.get_secret_value().encode() for key in settings.api_keys]
         relays = [key.get_secret_value().encode() for key in settings.relay_api_keys]
@@ -272,7 +272,7 @@ def listen_hosts(argv: Sequence[str], environ: Mapping[str, str]) -> list[str]:
 
 
 def exposure_warning(
-    settings: Settings,
+    settings: AccessSettings,
     argv: Sequence[str] = sys.argv,
     environ: Mapping[str, str] | None = None,
 ) -> str | None:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from app.config import Settings
+from app.config import AccessSettings
 from app.domain.errors import Overloaded, RateLimited, Refused, Unauthorized
 from app.web.access import Access, Caller
 from app.web.limits import Limits
@@ -57,7 +57,7 @@ class _Pool:
 
 
 class Admission:
-    def __init__(self, settings: Settings, *, access: Access, limits: Limits) -> None:
+    def __init__(self, settings: AccessSettings, *, access: Access, limits: Limits) -> None:
         self.access = access
         self.limits = limits
         total = settings.max_concurrent_generations

@@ -13,7 +13,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from app.chat.turn import RecommendationService
-from app.config import Settings
+from app.config import ChatSettings, StreamSettings
 from app.metrics import Metrics
 from app.streams.hub import StreamHub
 from app.web.admission import Admission
@@ -27,7 +27,8 @@ class ChatContext:
 
     service: RecommendationService
     admission: Admission
-    settings: Settings
+    turns: ChatSettings  # the message's bound
+    sse: StreamSettings  # pings, send timeout, retry hint
     metrics: Metrics
     streams: StreamHub
 

@@ -40,7 +40,7 @@ from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
 
-from app.config import Settings
+from app.config import AccessSettings
 from app.domain.errors import RateLimited
 from app.redis_client import LIMITS, RedisConnector
 from app.web.access import Caller
@@ -91,7 +91,7 @@ class _RateLimit:
 class Limits:
     """The checks of the module docstring; counters in ``storage`` (in memory by default)."""
 
-    def __init__(self, settings: Settings, storage: Storage | None = None) -> None:
+    def __init__(self, settings: AccessSettings, storage: Storage | None = None) -> None:
         limiter = MovingWindowRateLimiter(storage or MemoryStorage())
         s = settings
         self._per_user = _RateLimit(
@@ -146,7 +146,9 @@ class Limits:
 
 
 @asynccontextmanager
-async def open_limits(settings: Settings, redis: RedisConnector | None) -> AsyncIterator[Limits]:
+async def open_limits(
+    settings: AccessSettings, redis: RedisConnector | None
+) -> AsyncIterator[Limits]:
     """The limits, counted in Redis when given it (its connections closed on exit)."""
     if redis is None:
         yield Limits(settings)
