@@ -44,6 +44,7 @@ from app.feedback.models import FeedbackRequest, invalid_fields
 from app.feedback.records import ResultLog
 from app.feedback.service import FeedbackService
 from app.web.access import Access
+from app.web.errors import error_response
 from app.web.sse import EventStreamResponse
 
 __all__ = ["router"]
@@ -74,15 +75,6 @@ _STATUS_MESSAGES = {
 def _service(request: Request) -> FeedbackService:
     service: FeedbackService = request.state.feedback
     return service
-
-
-def _error(error: GatewayError) -> JSONResponse:
-    headers = {}
-    if isinstance(error, Overloaded):
-        headers["retry-after"] = str(max(1, round(error.retry_after)))
-    return JSONResponse(
-        envelope(error.status, error.message, error.data), status_code=error.status, headers=headers
-    )
 
 
 def _access(request: Request) -> Access:
@@ -153,40 +145,42 @@ _DOC: dict[int | str, dict[str, Any]] = {
 async def submit_feedback(request: Request) -> Response:
     metrics: FeedbackMetrics = _service(request).metrics
     if (refusal := _access(request).key_refusal(request)) is not None:
-        return _error(refusal)
+        return error_response(refusal)
     try:
         body = json.loads(await request.body())
     except ValueError:
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body is not JSON"))
+        return error_response(BadInput("feedback body is not JSON"))
     except RecursionError:  # nested past the interpreter's limit
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body nested too deep"))
+        return error_response(BadInput("feedback body nested too deep"))
     if _too_deep(body):
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body nested too deep"))
+        return error_response(BadInput("feedback body nested too deep"))
     if not isinstance(body, dict):
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body is not an object"))
+        return error_response(BadInput("feedback body is not an object"))
     try:
         feedback = FeedbackRequest.model_validate(body)
     except ValidationError as exc:
         metrics.jobs.labels("invalid").inc()
         fields = invalid_fields(exc)
         log.info("feedback request refused: invalid %s", ", ".join(fields)[:300])
-        return _error(InvalidValue(fields, "invalid feedback request", message=MESSAGE_INVALID))
+        return error_response(
+            InvalidValue(fields, "invalid feedback request", message=MESSAGE_INVALID)
+        )
     if feedback.empty:
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
+        return error_response(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
     try:
         key = _idempotency_key(request, feedback)
         record, created = await _service(request).submit(feedback, key)
     except InvalidValue as exc:
         log.info("feedback request refused: %s", exc.detail)
-        return _error(exc)
+        return error_response(exc)
     except Overloaded as exc:
         log.warning("feedback request refused: %s", exc.detail)
-        return _error(exc)
+        return error_response(exc)
     headers = {"location": f"/ai/feedback/{record.jobId}"}
     if not created:
         headers["idempotent-replayed"] = "true"
@@ -201,7 +195,7 @@ async def feedback_results(request: Request) -> Response:
     settings: Settings = request.state.settings
     access = _access(request)
     if (refusal := access.key_refusal(request)) is not None:
-        return _error(refusal)
+        return error_response(refusal)
     if not access.keys_required and not settings.feedback_results_public:
         if not access.local(request):
             log.info("results stream refused to a caller beyond loopback (no API_KEYS)")
@@ -246,7 +240,7 @@ async def _frames(results: ResultLog, cursor: str, settings: Settings) -> AsyncI
 )
 async def feedback_job(job_id: str, request: Request) -> Response:
     if (refusal := _access(request).key_refusal(request)) is not None:
-        return _error(refusal)
+        return error_response(refusal)
     record = await _service(request).get(job_id) if _JOB_ID.fullmatch(job_id) else None
     if record is None:
         return JSONResponse(envelope(404, MESSAGE_NOT_FOUND, None), status_code=404)

@@ -21,6 +21,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from app.domain.events import envelope
 from app.web.access import Caller, client_address
 from app.web.deps import chat_context
+from app.web.errors import error_response
 
 __all__ = ["router"]
 
@@ -45,11 +46,7 @@ async def index(request: Request) -> Response:
                 Caller(f"page:{client_address(request)}", "page")
             )
             if refusal is not None:
-                return JSONResponse(
-                    envelope(refusal.status, refusal.message, refusal.data),
-                    status_code=refusal.status,
-                    headers={"retry-after": str(max(1, round(refusal.retry_after)))},
-                )
+                return error_response(refusal)
         if visit is None or stale:
             cookie = chat.access.page_cookie(request, visit.visitor if visit else None)
             if cookie is not None:
