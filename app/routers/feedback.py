@@ -28,8 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -38,14 +36,13 @@ from pydantic import ValidationError
 
 from app.config import Settings
 from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded
-from app.domain.events import Envelope, envelope, envelope_json
+from app.domain.events import FEEDBACK, Envelope, envelope, envelope_json
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackRequest, invalid_fields
-from app.feedback.records import ResultLog
 from app.feedback.service import FeedbackService
 from app.web.access import Access
 from app.web.errors import error_response
-from app.web.sse import EventStreamResponse
+from app.web.sse import cursor_stream_response
 
 __all__ = ["router"]
 
@@ -207,29 +204,20 @@ async def feedback_results(request: Request) -> Response:
         if cursor:
             log.info("results stream: unreadable Last-Event-ID %r, starting from now", cursor[:40])
         cursor = await results.tail()
-    frames = _frames(results, cursor, settings)
-    return EventStreamResponse(frames, send_timeout=settings.sse_send_timeout, prime=True)
 
+    async def events_after(after: str, wait: float) -> list[tuple[str, str, str]]:
+        return [
+            (event_id, FEEDBACK, envelope_json(200, MESSAGE_RESULT, json.loads(data)))
+            for event_id, data in await results.after(after, wait)
+        ]
 
-async def _frames(results: ResultLog, cursor: str, settings: Settings) -> AsyncIterator[bytes]:
-    yield f"id: {cursor}\r\nretry: {settings.sse_retry_ms}\r\n\r\n".encode()
-    quiet_since = time.monotonic()
-    while True:
-        wait = settings.sse_ping_interval - (time.monotonic() - quiet_since)
-        if wait <= 0:
-            yield b": ping\r\n\r\n"
-            quiet_since = time.monotonic()
-            continue
-        batch = await results.after(cursor, wait)
-        if not batch:
-            continue
-        quiet_since = time.monotonic()
-        frames = []
-        for event_id, data in batch:
-            body = envelope_json(200, MESSAGE_RESULT, json.loads(data))
-            frames.append(f"id: {event_id}\r\nevent: feedback\r\ndata: {body}\r\n\r\n")
-            cursor = event_id
-        yield "".join(frames).encode()
+    return cursor_stream_response(
+        cursor,
+        events_after,
+        retry_ms=settings.sse_retry_ms,
+        ping_interval=settings.sse_ping_interval,
+        send_timeout=settings.sse_send_timeout,
+    )
 
 
 @router.get(
