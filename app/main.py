@@ -51,7 +51,7 @@ from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.admission import Admission
-from app.web.deps import ChatContext
+from app.web.deps import ChatContext, FeedbackContext
 from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
 from app.web.limits import open_limits
 
@@ -140,12 +140,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
             # What the routes read (``request.state``); everything else lives in these.
             yield {
-                "settings": settings,
                 "metrics": metrics,
                 "readiness": health.Readiness(llm, retriever, settings.ready_cache_seconds),
                 "chat": ChatContext(service, admission, turns, sse, metrics, streams),
-                "feedback": feedback,
-                "access": access,
+                "feedback": FeedbackContext(
+                    feedback, admission, sse, guard.feedback_results_public
+                ),
             }
 
     app = FastAPI(

@@ -12,6 +12,10 @@ from pydantic import BaseModel
 from app.domain.errors import GatewayError
 
 __all__ = [
+    "CHALLENGE",
+    "CLOSE",
+    "ERROR",
+    "FEEDBACK",
     "Delta",
     "Done",
     "Envelope",
@@ -20,6 +24,13 @@ __all__ = [
     "envelope",
     "envelope_json",
 ]
+
+# The SSE event names (SPEC): a chat stream is ``challenge`` events ended by one ``close`` or
+# ``error``; the feedback results stream is ``feedback`` events. Frames: app/web/sse.py.
+CHALLENGE = "challenge"
+CLOSE = "close"
+ERROR = "error"
+FEEDBACK = "feedback"
 
 MESSAGE_CHUNK = "추천 내용을 보내고 있어요."
 MESSAGE_DONE = "추천이 완료되었어요."

@@ -28,23 +28,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
-from app.config import Settings
-from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded
-from app.domain.events import Envelope, envelope, envelope_json
+from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded, Refused
+from app.domain.events import FEEDBACK, Envelope, envelope, envelope_json
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackRequest, invalid_fields
-from app.feedback.records import ResultLog
-from app.feedback.service import FeedbackService
 from app.web.access import Access
-from app.web.sse import EventStreamResponse
+from app.web.deps import FeedbackDep
+from app.web.errors import error_response
+from app.web.sse import cursor_stream_response
 
 __all__ = ["router"]
 
@@ -71,29 +68,9 @@ _STATUS_MESSAGES = {
 }
 
 
-def _service(request: Request) -> FeedbackService:
-    service: FeedbackService = request.state.feedback
-    return service
-
-
-def _error(error: GatewayError) -> JSONResponse:
-    headers = {}
-    if isinstance(error, Overloaded):
-        headers["retry-after"] = str(max(1, round(error.retry_after)))
-    return JSONResponse(
-        envelope(error.status, error.message, error.data), status_code=error.status, headers=headers
-    )
-
-
-def _access(request: Request) -> Access:
-    access: Access = request.state.access
-    return access
-
-
-def _idempotency_key(request: Request, feedback: FeedbackRequest) -> str | None:
+def _idempotency_key(request: Request, access: Access, feedback: FeedbackRequest) -> str | None:
     """The job's key: the ``Idempotency-Key``, else the request id together with the request
     itself; both within the caller's API key when keys are set."""
-    access = _access(request)
     scope = ""
     if access.keys_required:
         caller = access.identify(request)
@@ -150,43 +127,47 @@ _DOC: dict[int | str, dict[str, Any]] = {
         }
     },
 )
-async def submit_feedback(request: Request) -> Response:
-    metrics: FeedbackMetrics = _service(request).metrics
-    if (refusal := _access(request).key_refusal(request)) is not None:
-        return _error(refusal)
+async def submit_feedback(request: Request, jobs: FeedbackDep) -> Response:
+    metrics: FeedbackMetrics = jobs.service.metrics
+    try:
+        jobs.admission.key_holder(request)
+    except Refused as refused:
+        return error_response(refused.error)
     try:
         body = json.loads(await request.body())
     except ValueError:
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body is not JSON"))
+        return error_response(BadInput("feedback body is not JSON"))
     except RecursionError:  # nested past the interpreter's limit
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body nested too deep"))
+        return error_response(BadInput("feedback body nested too deep"))
     if _too_deep(body):
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body nested too deep"))
+        return error_response(BadInput("feedback body nested too deep"))
     if not isinstance(body, dict):
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("feedback body is not an object"))
+        return error_response(BadInput("feedback body is not an object"))
     try:
         feedback = FeedbackRequest.model_validate(body)
     except ValidationError as exc:
         metrics.jobs.labels("invalid").inc()
         fields = invalid_fields(exc)
         log.info("feedback request refused: invalid %s", ", ".join(fields)[:300])
-        return _error(InvalidValue(fields, "invalid feedback request", message=MESSAGE_INVALID))
+        return error_response(
+            InvalidValue(fields, "invalid feedback request", message=MESSAGE_INVALID)
+        )
     if feedback.empty:
         metrics.jobs.labels("invalid").inc()
-        return _error(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
+        return error_response(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
     try:
-        key = _idempotency_key(request, feedback)
-        record, created = await _service(request).submit(feedback, key)
+        key = _idempotency_key(request, jobs.admission.access, feedback)
+        record, created = await jobs.service.submit(feedback, key)
     except InvalidValue as exc:
         log.info("feedback request refused: %s", exc.detail)
-        return _error(exc)
+        return error_response(exc)
     except Overloaded as exc:
         log.warning("feedback request refused: %s", exc.detail)
-        return _error(exc)
+        return error_response(exc)
     headers = {"location": f"/ai/feedback/{record.jobId}"}
     if not created:
         headers["idempotent-replayed"] = "true"
@@ -197,45 +178,37 @@ async def submit_feedback(request: Request) -> Response:
 # Left out of the OpenAPI schema: an endless stream is no request/response operation, and the
 # schema fuzzer (tests/test_fuzz_http.py) would wait on it until its timeout for every example.
 @router.get("/results/stream", include_in_schema=False)
-async def feedback_results(request: Request) -> Response:
-    settings: Settings = request.state.settings
-    access = _access(request)
-    if (refusal := access.key_refusal(request)) is not None:
-        return _error(refusal)
-    if not access.keys_required and not settings.feedback_results_public:
+async def feedback_results(request: Request, jobs: FeedbackDep) -> Response:
+    access = jobs.admission.access
+    try:
+        jobs.admission.key_holder(request)
+    except Refused as refused:
+        return error_response(refused.error)
+    if not access.keys_required and not jobs.results_public:
         if not access.local(request):
             log.info("results stream refused to a caller beyond loopback (no API_KEYS)")
             return JSONResponse(envelope(403, MESSAGE_LOCAL_ONLY, None), status_code=403)
-    results = _service(request).results
+    results = jobs.service.results
     asked = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
     cursor = asked.strip() if asked else ""
     if not results.valid_cursor(cursor):
         if cursor:
             log.info("results stream: unreadable Last-Event-ID %r, starting from now", cursor[:40])
         cursor = await results.tail()
-    frames = _frames(results, cursor, settings)
-    return EventStreamResponse(frames, send_timeout=settings.sse_send_timeout, prime=True)
 
+    async def events_after(after: str, wait: float) -> list[tuple[str, str, str]]:
+        return [
+            (event_id, FEEDBACK, envelope_json(200, MESSAGE_RESULT, json.loads(data)))
+            for event_id, data in await results.after(after, wait)
+        ]
 
-async def _frames(results: ResultLog, cursor: str, settings: Settings) -> AsyncIterator[bytes]:
-    yield f"id: {cursor}\r\nretry: {settings.sse_retry_ms}\r\n\r\n".encode()
-    quiet_since = time.monotonic()
-    while True:
-        wait = settings.sse_ping_interval - (time.monotonic() - quiet_since)
-        if wait <= 0:
-            yield b": ping\r\n\r\n"
-            quiet_since = time.monotonic()
-            continue
-        batch = await results.after(cursor, wait)
-        if not batch:
-            continue
-        quiet_since = time.monotonic()
-        frames = []
-        for event_id, data in batch:
-            body = envelope_json(200, MESSAGE_RESULT, json.loads(data))
-            frames.append(f"id: {event_id}\r\nevent: feedback\r\ndata: {body}\r\n\r\n")
-            cursor = event_id
-        yield "".join(frames).encode()
+    return cursor_stream_response(
+        cursor,
+        events_after,
+        retry_ms=jobs.sse.sse_retry_ms,
+        ping_interval=jobs.sse.sse_ping_interval,
+        send_timeout=jobs.sse.sse_send_timeout,
+    )
 
 
 @router.get(
@@ -244,10 +217,12 @@ async def _frames(results: ResultLog, cursor: str, settings: Settings) -> AsyncI
     response_model=Envelope,
     responses={404: {"model": Envelope, "description": "no such job (or expired)"}},
 )
-async def feedback_job(job_id: str, request: Request) -> Response:
-    if (refusal := _access(request).key_refusal(request)) is not None:
-        return _error(refusal)
-    record = await _service(request).get(job_id) if _JOB_ID.fullmatch(job_id) else None
+async def feedback_job(job_id: str, request: Request, jobs: FeedbackDep) -> Response:
+    try:
+        jobs.admission.key_holder(request)
+    except Refused as refused:
+        return error_response(refused.error)
+    record = await jobs.service.get(job_id) if _JOB_ID.fullmatch(job_id) else None
     if record is None:
         return JSONResponse(envelope(404, MESSAGE_NOT_FOUND, None), status_code=404)
     return JSONResponse(envelope(200, _STATUS_MESSAGES[record.status], record.public()))

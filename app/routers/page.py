@@ -18,10 +18,11 @@ from pathlib import Path
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from app.domain.errors import Overloaded, Refused
+from app.domain.errors import Refused
 from app.domain.events import envelope
 from app.web.access import Caller, client_address
 from app.web.deps import ChatDep
+from app.web.errors import error_response
 
 __all__ = ["router"]
 
@@ -45,14 +46,7 @@ async def index(request: Request, chat: ChatDep) -> Response:
             try:
                 await chat.admission.page_load(Caller(f"page:{client_address(request)}", "page"))
             except Refused as refused:
-                error = refused.error
-                return JSONResponse(
-                    envelope(error.status, error.message, error.data),
-                    status_code=error.status,
-                    headers={"retry-after": str(max(1, round(error.retry_after)))}
-                    if isinstance(error, Overloaded)
-                    else None,
-                )
+                return error_response(refused.error)
         if visit is None or stale:
             cookie = access.page_cookie(request, visit.visitor if visit else None)
             if cookie is not None:

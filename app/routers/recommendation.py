@@ -25,10 +25,12 @@ from app.domain.errors import (
     GatewayError,
     InternalFailure,
     InvalidValue,
-    Overloaded,
     Refused,
 )
 from app.domain.events import (
+    CHALLENGE,
+    CLOSE,
+    ERROR,
     MESSAGE_DONE,
     Delta,
     Done,
@@ -40,6 +42,7 @@ from app.domain.events import (
 from app.logs import current_request_id
 from app.metrics import Metrics
 from app.web.deps import ChatContext, ChatDep
+from app.web.errors import error_response
 from app.web.sse import EventStreamResponse, event_source_response, resume_response
 
 __all__ = ["router"]
@@ -59,7 +62,7 @@ _SSE_DOC: dict[int | str, dict[str, Any]] = {
                 "schema": {  # one server-sent event; `data` is a JSON envelope
                     "type": "object",
                     "properties": {
-                        "event": {"enum": ["challenge", "close", "error"]},
+                        "event": {"enum": [CHALLENGE, CLOSE, ERROR]},
                         "id": {"type": "string"},
                         "data": {"type": "string", "contentMediaType": "application/json"},
                     },
@@ -221,17 +224,8 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
             continue
         if isinstance(event, Done):
             return JSONResponse(envelope(200, MESSAGE_DONE, event.payload), headers=headers)
-        error = event.error
-        extra = {}
-        if isinstance(error, Overloaded):
-            extra["retry-after"] = str(max(1, round(error.retry_after)))
-        return JSONResponse(
-            envelope(error.status, error.message, error.data),
-            status_code=error.status,
-            headers={**headers, **extra},
-        )
-    failure = InternalFailure("stream ended without a result")
-    return JSONResponse(envelope(500, failure.message, None), status_code=500, headers=headers)
+        return error_response(event.error, headers)
+    return error_response(InternalFailure("stream ended without a result"), headers)
 
 
 async def _start(

@@ -16,6 +16,9 @@ import anyio
 
 from app.domain.errors import GatewayError, Overloaded
 from app.domain.events import (
+    CHALLENGE,
+    CLOSE,
+    ERROR,
     MESSAGE_CHUNK,
     MESSAGE_DONE,
     Delta,
@@ -65,25 +68,23 @@ class LoggedEvent:
 
     @property
     def terminal(self) -> bool:
-        return self.name != "challenge"
+        return self.name != CHALLENGE
 
     @property
     def data(self) -> str:
         """The SSE ``data``: always the JSON envelope."""
-        if self.name == "challenge":
+        if self.name == CHALLENGE:
             return envelope_json(200, MESSAGE_CHUNK, self.body)
         return self.body
 
     @classmethod
     def of(cls, seq: int, event: StreamEvent) -> LoggedEvent:
         if isinstance(event, Delta):
-            return cls(seq, "challenge", 200, event.text)
+            return cls(seq, CHALLENGE, 200, event.text)
         if isinstance(event, Done):
-            return cls(seq, "close", 200, envelope_json(200, MESSAGE_DONE, event.payload))
+            return cls(seq, CLOSE, 200, envelope_json(200, MESSAGE_DONE, event.payload))
         error = event.error
-        return cls(
-            seq, "error", error.status, envelope_json(error.status, error.message, error.data)
-        )
+        return cls(seq, ERROR, error.status, envelope_json(error.status, error.message, error.data))
 
 
 def parse_event_id(value: str) -> tuple[str, int] | None:

@@ -2,7 +2,7 @@
 
 ``async def`` on purpose: FastAPI runs a plain ``def`` dependency in a worker thread, a
 thread hop per dependency per request for a one-line attribute read. The chat routes take one
-dependency, :class:`ChatContext`, not five: FastAPI resolves each dependency on every
+dependency, :class:`ChatContext` (the feedback routes :class:`FeedbackContext`), not five: FastAPI resolves each dependency on every
 request, and these are always used together."""
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from fastapi import Depends, Request
 
 from app.chat.turn import RecommendationService
 from app.config import ChatSettings, StreamSettings
+from app.feedback.service import FeedbackService
 from app.metrics import Metrics
 from app.streams.hub import StreamHub
 from app.web.admission import Admission
 
-__all__ = ["ChatContext", "ChatDep", "MetricsDep"]
+__all__ = ["ChatContext", "ChatDep", "FeedbackContext", "FeedbackDep", "MetricsDep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +34,24 @@ class ChatContext:
     streams: StreamHub
 
 
+@dataclass(frozen=True, slots=True)
+class FeedbackContext:
+    """What a feedback route uses, built once by the lifespan."""
+
+    service: FeedbackService
+    admission: Admission
+    sse: StreamSettings  # the results stream's pings, send timeout, retry hint
+    results_public: bool  # FEEDBACK_RESULTS_PUBLIC
+
+
 async def _chat(request: Request) -> ChatContext:
     chat: ChatContext = request.state.chat
     return chat
+
+
+async def _feedback(request: Request) -> FeedbackContext:
+    feedback: FeedbackContext = request.state.feedback
+    return feedback
 
 
 async def _metrics(request: Request) -> Metrics:
@@ -44,4 +60,5 @@ async def _metrics(request: Request) -> Metrics:
 
 
 ChatDep = Annotated[ChatContext, Depends(_chat)]
+FeedbackDep = Annotated[FeedbackContext, Depends(_feedback)]
 MetricsDep = Annotated[Metrics, Depends(_metrics)]

@@ -18,6 +18,12 @@ several): one ``send`` per batch, not per event, is most of the gateway's per-to
 Ids are ``<streamId>.<seq>``. A new stream's first frame is ``id: <streamId>.0`` with the
 ``retry:`` hint and no data: no event reaches the client, but an EventSource that loses the
 connection before the first token reconnects with that id instead of starting over.
+
+The wire format of a frame is written here and nowhere else: :func:`frame` (``id``, ``event``,
+``data``), the opening frame (``id`` and ``retry:``) and the ping. The feedback results stream
+(:func:`cursor_stream_response`, endless, its ids a log's cursors) goes out through the same
+writer, :func:`_paced`, as the chat streams; the event names and the JSON envelope are in
+:mod:`app.domain.events`.
 """
 
 from __future__ import annotations
@@ -25,19 +31,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 
 import anyio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.domain.events import StreamEvent
+from app.domain.events import CLOSE, StreamEvent
 from app.metrics import Metrics
 from app.streams.hub import StreamHub
-from app.streams.log import LoggedEvent, StreamSource, parse_event_id
+from app.streams.log import StreamSource, parse_event_id
 
-__all__ = ["EventStreamResponse", "event_source_response", "resume_response"]
+__all__ = [
+    "EventStreamResponse",
+    "cursor_stream_response",
+    "event_source_response",
+    "frame",
+    "resume_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +142,41 @@ async def _watch_client(receive: Receive, scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
-def _frame(stream_id: str, record: LoggedEvent) -> str:
-    # ``data`` is one line: the envelope is JSON, whose strings escape CR and LF.
-    return f"id: {stream_id}.{record.seq}\r\nevent: {record.name}\r\ndata: {record.data}\r\n\r\n"
+def frame(event_id: str, event: str, data: str) -> str:
+    """One event's frame. ``data`` must be one line: a JSON envelope is (its strings escape CR
+    and LF)."""
+    return f"id: {event_id}\r\nevent: {event}\r\ndata: {data}\r\n\r\n"
+
+
+def _opening(event_id: str, retry_ms: int) -> bytes:
+    """A stream's first frame: no event, only the id to reconnect with and the ``retry:`` hint."""
+    return f"id: {event_id}\r\nretry: {retry_ms}\r\n\r\n".encode()
+
+
+async def _paced(
+    opening: bytes | None,
+    batches: Callable[[float], Awaitable[tuple[str, bool]]],
+    ping_interval: float,
+) -> AsyncGenerator[bytes]:
+    """The one SSE writer: ``opening``, then each batch of frames as it comes, a ping after
+    ``ping_interval`` of silence, and nothing after the batch that ends the stream.
+    ``batches(wait)`` gives the frames ready within ``wait`` seconds ("" for none) and whether
+    they end the stream."""
+    if opening is not None:
+        yield opening
+    quiet_since = time.monotonic()
+    while True:
+        wait = ping_interval - (time.monotonic() - quiet_since)
+        if wait <= 0:
+            yield _PING
+            quiet_since = time.monotonic()
+            continue
+        frames, last = await batches(wait)
+        if frames:
+            yield frames.encode()
+            quiet_since = time.monotonic()
+        if last:
+            return
 
 
 async def _frames(
@@ -151,31 +195,27 @@ async def _frames(
     stream = source()  # here, not in the handler: a HEAD never gets this far
     stream.attach()
     metrics.open_streams.inc()
-    try:
-        if opening is not None:
-            yield f"id: {stream.stream_id}.0\r\nretry: {opening}\r\n\r\n".encode()
-        seq = after
-        quiet_since = time.monotonic()
-        while True:
-            wait = ping_interval - (time.monotonic() - quiet_since)
-            if wait <= 0:
-                yield _PING
-                quiet_since = time.monotonic()
+    stream_id = stream.stream_id
+    seq = after
+
+    async def batch(wait: float) -> tuple[str, bool]:
+        nonlocal seq, outcome
+        frames: list[str] = []
+        for record in await stream.events_after(seq, wait):
+            if record.seq <= seq:
                 continue
-            batch: list[str] = []
-            for record in await stream.events_after(seq, wait):
-                if record.seq <= seq:
-                    continue
-                seq = record.seq
-                batch.append(_frame(stream.stream_id, record))
-                if record.terminal:
-                    outcome = "close" if record.name == "close" else str(record.status)
-                    break
-            if batch:
-                yield "".join(batch).encode()
-                quiet_since = time.monotonic()
-            if outcome != "disconnected":
-                return
+            seq = record.seq
+            frames.append(frame(f"{stream_id}.{seq}", record.name, record.data))
+            if record.terminal:
+                outcome = "close" if record.name == CLOSE else str(record.status)
+                return "".join(frames), True
+        return "".join(frames), False
+
+    try:
+        first = None if opening is None else _opening(f"{stream_id}.0", opening)
+        async with aclosing(_paced(first, batch, ping_interval)) as paced:
+            async for chunk in paced:
+                yield chunk
     finally:
         stream.release()
         metrics.open_streams.dec()
@@ -242,3 +282,27 @@ async def resume_response(
         endpoint=endpoint,
     )
     return EventStreamResponse(frames, send_timeout=send_timeout, headers=headers)
+
+
+def cursor_stream_response(
+    cursor: str,
+    events_after: Callable[[str, float], Awaitable[list[tuple[str, str, str]]]],
+    *,
+    retry_ms: int,
+    ping_interval: float,
+    send_timeout: float,
+) -> EventStreamResponse:
+    """An endless stream whose event ids are cursors of a log, from ``cursor`` on:
+    ``events_after(cursor, wait)`` gives the events after one as ``(id, event, data)``,
+    waiting up to ``wait`` seconds for one. The opening frame carries ``cursor``, so a listener
+    that drops before its first event misses nothing either."""
+
+    async def batch(wait: float) -> tuple[str, bool]:
+        nonlocal cursor
+        events = await events_after(cursor, wait)
+        if events:
+            cursor = events[-1][0]
+        return "".join(frame(*event) for event in events), False
+
+    frames = _paced(_opening(cursor, retry_ms), batch, ping_interval)
+    return EventStreamResponse(frames, send_timeout=send_timeout, prime=True)
