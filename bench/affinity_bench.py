@@ -56,6 +56,8 @@ from app.llm.sse_decode import iter_frames
 MODEL = h.CACHE / "models" / "qwen2.5-coder-0.5b-instruct"
 CONVERSATIONS = h.BENCH / "data" / "answers" / "dev.jsonl"
 LOCK = Path("/tmp/eco-bench-running")
+QUIET = 45.0  # seconds the lock must stay free before it is taken
+OWNER = "affinity_bench (issue 26 affinity)"
 PORTS = (8811, 8812)
 MIXED_CONCURRENCY = 4
 ARMS = {"off": "0", "on": "4"}
@@ -73,27 +75,56 @@ GATEWAY_ENV = {
 
 @contextlib.contextmanager
 def bench_lock(owner: str, wait: float) -> Iterator[None]:
+    """Hold LOCK while timing. Taken only after it has been free for ``QUIET`` seconds (a chain
+    of someone else's runs frees it for a moment between two), created exclusively, and removed
+    only while it is still ours."""
     deadline = time.monotonic() + wait
-    while LOCK.exists():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{LOCK} still held ({LOCK.read_text().strip()}): not timing")
-        print(f"  waiting: {LOCK} held by {LOCK.read_text().strip()!r}", flush=True)
-        time.sleep(15)
-    LOCK.write_text(owner + "\n")
+    free_since: float | None = None
+    while True:
+        now = time.monotonic()
+        if LOCK.exists():
+            free_since = None
+            if now > deadline:
+                raise SystemExit(f"{LOCK} still held ({_holder()}): not timing")
+            print(f"  waiting: {LOCK} held by {_holder()!r}", flush=True)
+            time.sleep(15)
+            continue
+        free_since = free_since or now
+        if now - free_since >= QUIET:
+            with contextlib.suppress(FileExistsError):
+                with LOCK.open("x") as f:
+                    f.write(owner + "\n")
+                break
+        time.sleep(2)
     try:
         yield
     finally:
-        LOCK.unlink(missing_ok=True)
+        if _holder() == owner:
+            LOCK.unlink(missing_ok=True)
+
+
+def _holder() -> str:
+    try:
+        return LOCK.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def lock_is_ours(owner: str) -> bool:
+    if _holder() == owner:
+        return True
+    print(f"  WARNING: {LOCK} now says {_holder()!r}: someone else is timing too", flush=True)
+    return False
 
 
 @contextlib.contextmanager
 def vllm_replicas(log_dir: Path) -> Iterator[list[str]]:
-    """Two replicas of the default model, one core each; stopped (process groups) on exit."""
+    """Two replicas of the default model (MODEL unset: the launcher's default, with its
+    MAX_MODEL_LEN), one core each; stopped (process groups) on exit."""
     starts = []
     for core, port in enumerate(PORTS):
         env = {
-            **os.environ,
-            "MODEL": str(MODEL),
+            **{k: v for k, v in os.environ.items() if k not in ("MODEL", "MAX_MODEL_LEN")},
             "PORT": str(port),
             "VLLM_DEVICE": "cpu",
             "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -338,7 +369,7 @@ def main() -> None:
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {p: {"off": [], "on": []} for p in phases}
 
     with contextlib.ExitStack() as stack:
-        stack.enter_context(bench_lock("affinity_bench (issue 26 affinity)", args.wait))
+        stack.enter_context(bench_lock(OWNER, args.wait))
         if args.replicas:
             urls = args.replicas.split(",")
         else:
@@ -363,6 +394,7 @@ def main() -> None:
                     result = run_phase(
                         gateways[arm], urls, which, concurrency, f"aff-{run_id}-{rnd}-{phase}-{arm}"
                     )
+                    result["lock_ours"] = lock_is_ours(OWNER)
                     raw[phase][arm].append(result)
                     one = summarize([result])
                     print(
