@@ -89,6 +89,11 @@ class UpstreamSettings(SamplingSettings):
     # aiohttp: httpx-aiohttp (app/llm/transport.py); httpx: httpx's own (httpcore + h11)
     llm_transport: Literal["aiohttp", "httpx"] = "aiohttp"
     llm_health_interval: float = Field(5.0, gt=0)  # seconds between GET /models per replica
+    # A session's turns go to its own replica (rendezvous hash of the session id), where its
+    # earlier turns are in vLLM's prefix cache, until that replica carries this many requests
+    # in flight more than the least loaded one; then the least loaded gets the turn. 0: off
+    # (always the least loaded). Why 4: docs/operations-routing.md.
+    llm_affinity_slack: int = Field(4, ge=0)
     # Tokens per answer; None: what the composition needs (app/chat/generation.py).
     llm_max_tokens: int | None = Field(None, ge=16)
     llm_structured_output: bool = True  # send the answer's JSON schema as response_format

@@ -232,14 +232,18 @@ def gateway(
     workers: int = 1,
     startup_timeout: float = 90.0,
     gc_probe: bool = False,
+    bench_settings: bool = True,
 ) -> Iterator[Proc]:
+    """``bench_settings=False``: the app's own defaults (retrieval, answer composition) instead
+    of ``GATEWAY_ENV``; ``env`` still applies."""
     port = free_port()
     full_env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_", "REDIS_"))
     }
-    full_env.update(GATEWAY_ENV)
+    if bench_settings:
+        full_env.update(GATEWAY_ENV)
     full_env["LLM_BASE_URL"] = llm_base_url
     full_env.update(env or {})
     for module, flag, fallback in (("uvloop", "loop", "asyncio"), ("httptools", "http", "h11")):

@@ -1,6 +1,9 @@
 """Several vLLM replicas behind one gateway (LLM_BASE_URL=a,b): balancing by fewest requests
 in flight, failover before the first token only, health checks that skip a dead replica and
-take it back, and a cached /ready. Scripted upstreams and a real gateway, over loopback."""
+take it back, a cached /ready, and a session's turns kept on one replica. Scripted upstreams
+and a real gateway, over loopback. The balancing tests turn session affinity off
+(LLM_AFFINITY_SLACK=0): their sessions are fresh, so the least-loaded rule is what they see;
+tests/llm/test_affinity.py has the choice with affinity in detail."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ def _env(store: Path, urls: list[str], **extra: str) -> dict[str, str]:
         "LLM_READ_TIMEOUT": "2",
         "LLM_CONNECT_TIMEOUT": "1",
         "RATE_LIMIT_PER_MINUTE": "0",
+        "LLM_AFFINITY_SLACK": "0",
         **extra,
     }
 
@@ -175,6 +179,26 @@ async def test_concurrent_streams_spread_evenly(
         _closed(result)
     # Each stream lasts over a second, so they overlap: fewest in flight evens them out.
     assert sorted((_chats(a), _chats(b))) in ([4, 4], [3, 5])
+
+
+async def test_a_sessions_turns_stay_on_one_replica(
+    replicas: tuple[ScriptedUpstreamThread, ScriptedUpstreamThread],
+    store_template: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    a, b = replicas
+    store = store_copy(store_template, tmp_path_factory.mktemp("store") / "qdrant")
+    env = _env(store, [a.base_url, b.base_url], LLM_AFFINITY_SLACK="4")
+    with GatewayProcess(env) as gw:
+        async with httpx.AsyncClient(base_url=gw.url, timeout=30) as client:
+            for session in range(6):
+                params = {**_params(), "sessionId": f"affinity-{session}"}
+                before = (_chats(a), _chats(b))
+                for _ in range(3):  # idle replicas: without affinity these would alternate
+                    _closed(await read_stream(client, BASE, params))
+                grew = (_chats(a) - before[0], _chats(b) - before[1])
+                assert grew in ((3, 0), (0, 3)), grew
+        assert "Traceback" not in gw.log_text()
 
 
 # --------------------------------------------------------------------------- failover

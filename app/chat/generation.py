@@ -101,6 +101,7 @@ class Generator:
             request_id=plan.request_id,
             schema=plan.schema(),
             max_tokens=self._max_tokens or _MAX_TOKENS[plan.composition],
+            routing_key=plan.session_id,
         )
         async with aclosing(pieces):
             async for piece in pieces:

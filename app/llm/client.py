@@ -206,12 +206,14 @@ class LLMClient:
         request_id: str | None = None,
         schema: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        routing_key: str | None = None,
     ) -> AsyncGenerator[str, None]:
-        """Yield the assistant's text as it streams; see the module docstring for failures."""
+        """Yield the assistant's text as it streams; see the module docstring for failures.
+        ``routing_key`` (the session id) keeps a conversation on one replica (upstreams.py)."""
         payload = chat_payload(self._settings, await self.model(), messages, schema, max_tokens)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
-        upstream, response = await self._open(payload, headers)
+        upstream, response = await self._open(payload, headers, routing_key=routing_key)
         done = False
         try:
             # Identity is asked for; a proxy that compresses anyway gets decoded.
@@ -297,6 +299,7 @@ class LLMClient:
         headers: dict[str, str] | None,
         *,
         read_timeout: float | None = None,
+        routing_key: str | None = None,
     ) -> tuple[Upstream, httpx.Response]:
         """Send the request to the best replica whose answer starts a stream (status 200),
         failing over per the module docstring. The caller releases the replica. ``read_timeout``
@@ -311,7 +314,7 @@ class LLMClient:
                 pool=self._settings.llm_pool_timeout,
             )
         )
-        candidates = self._pool.candidates()
+        candidates = self._pool.candidates(routing_key)
         for attempt, upstream in enumerate(candidates, start=1):
             last = attempt == len(candidates)
             self._pool.acquire(upstream)

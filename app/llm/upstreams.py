@@ -5,6 +5,14 @@
 Choosing: the healthy replica with the fewest requests in flight (ties in turn), then the
 others in the same order, for failover (``LLMClient`` tries each at most once per request).
 
+A request with a routing key (a chat turn: its session id) first goes to the key's replica,
+so that the conversation's earlier turns are in that replica's prefix cache: the healthy
+replica with the highest rendezvous (highest-random-weight) hash of (key, replica URL). No
+state is kept, every gateway process agrees, and a replica going down moves only its own
+sessions. Affinity gives way to the least-loaded rule when the key's replica carries
+``LLM_AFFINITY_SLACK`` or more requests in flight above the least loaded one (0: off).
+The other replicas follow it in the usual order, for failover.
+
 Health: a background task GETs ``{replica}/models`` every ``LLM_HEALTH_INTERVAL`` seconds.
 A failed check, or a real request that cannot connect, marks the replica down at once;
 down replicas are skipped until a check passes again.
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 from collections.abc import Sequence
@@ -65,6 +74,13 @@ def _labels(urls: Sequence[str]) -> list[str]:
     ]
 
 
+def _weight(key: str, replica: str) -> int:
+    """The rendezvous weight of ``replica`` for ``key``: the same in every process (Python's
+    ``hash`` of a str is salted per process), spread evenly over replicas."""
+    digest = hashlib.blake2b(f"{key}\x00{replica}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
 class UpstreamPool:
     """The replicas and their health; ``async with`` runs the health check task.
 
@@ -80,6 +96,7 @@ class UpstreamPool:
         *,
         check_interval: float = 5.0,
         check_timeout: float = 5.0,
+        affinity_slack: int = 0,
     ) -> None:
         if not base_urls:
             raise ValueError("at least one upstream URL is needed")
@@ -90,6 +107,7 @@ class UpstreamPool:
         self._metrics = metrics
         self._interval = check_interval
         self._timeout = check_timeout
+        self._slack = affinity_slack
         self._turn = itertools.count()
         self._task: asyncio.Task[None] | None = None
         for upstream in self.replicas:
@@ -106,6 +124,7 @@ class UpstreamPool:
             metrics,
             check_interval=settings.llm_health_interval,
             check_timeout=settings.llm_connect_timeout,
+            affinity_slack=settings.llm_affinity_slack,
         )
 
     @property
@@ -114,13 +133,20 @@ class UpstreamPool:
 
     # --- choosing ------------------------------------------------------------------------
 
-    def candidates(self) -> list[Upstream]:
+    def candidates(self, key: str | None = None) -> list[Upstream]:
         """The replicas to try for one request, best first: healthy ones by fewest in flight
-        (ties in turn), or every replica when none is healthy."""
+        (ties in turn), or every replica when none is healthy. With a ``key``, the key's
+        replica comes first unless it is loaded past the slack (module docstring)."""
         live = [u for u in self.replicas if u.healthy] or list(self.replicas)
         start = next(self._turn) % len(live)
         rotated = live[start:] + live[:start]
-        return sorted(rotated, key=lambda u: u.outstanding)  # stable: ties keep the turn
+        ordered = sorted(rotated, key=lambda u: u.outstanding)  # stable: ties keep the turn
+        if key is None or self._slack <= 0 or len(ordered) == 1:
+            return ordered
+        home = max(live, key=lambda u: _weight(key, u.base_url))
+        if home.outstanding - ordered[0].outstanding >= self._slack:
+            return ordered  # its cache is worth less than the queue it would join
+        return [home, *(u for u in ordered if u is not home)]
 
     def acquire(self, upstream: Upstream) -> None:
         upstream.outstanding += 1
