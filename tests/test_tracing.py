@@ -25,7 +25,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from app.config import Settings
 from app.main import create_app
 from app.tracing import tracing_wanted
-from tests.support.disconnect import hang_up_once
 from tests.support.gateway import free_port
 from tests.support.sse import read_stream
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
@@ -67,7 +66,7 @@ async def gateway(
     )
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), port=port, log_level="info", lifespan="on")
+        uvicorn.Config(create_app(settings), port=port, log_level="warning", lifespan="on")
     )
     async with anyio.create_task_group() as group:
         group.start_soon(server.serve)
@@ -151,7 +150,10 @@ async def test_a_client_that_leaves_closes_the_turns_spans_and_its_tokens_count(
     upstream.set_scenario("slow", token_delay=0.02)
     gateway.headers["traceparent"] = TRACEPARENT
     params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
-    await hang_up_once(gateway, BASE_INFO, params, events_before=2)
+    async with gateway.stream("GET", BASE_INFO, params=params) as response:  # then hang up
+        async for line in response.aiter_lines():
+            if line.startswith("event: challenge"):
+                break
     turn = await _ended(exporter, "turn base-info")
     attempt = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
     assert (turn.attributes or {})["gateway.outcome"] == "disconnected"
