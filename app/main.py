@@ -49,6 +49,7 @@ from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
+from app.tracing import open_tracing
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.admission import Admission
 from app.web.deps import ChatContext, FeedbackContext
@@ -78,10 +79,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     access = Access(guard)
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[dict[str, Any]]:
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
         setup_logging(settings.log_level, settings.log_format)
         if (warning := exposure_warning(guard)) is not None:
             log.warning(warning)
+        # Tracing first (OTEL_* variables only): it outlives every part, so spans of the
+        # shutdown are exported too.
+        with open_tracing(app):
+            async with _parts() as state:
+                yield state
+
+    @asynccontextmanager
+    async def _parts() -> AsyncIterator[dict[str, Any]]:
         metrics = Metrics()
         metrics.watch_loop(asyncio.get_running_loop())
         redis = redis_connector(settings.redis_url)  # None: sessions, limits, jobs in memory

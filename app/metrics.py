@@ -4,7 +4,7 @@ Who records what:
     app/web/sse.py, routers     requests by endpoint and outcome, open streams, client disconnects
     app/chat/generation.py  time to first token, inter-token latency, tokens out, retrieval latency
     app/llm/                upstream errors by kind, upstream aborts, outstanding requests and
-                            health per replica
+                            health per replica, tokens by endpoint and client
     app/feedback/metrics.py the feedback jobs' own, registered in the same registry
 plus the event loop's task count (a leak shows up there first).
 """
@@ -110,6 +110,22 @@ class Metrics:
             "answers ended early and closed with what was complete plus catalogue items, by "
             "reason: loop (a sentence about to be shown a third time), truncated (max_tokens)",
             ["reason"],
+            registry=r,
+        )
+        # --- tokens (app/llm/client.py, every upstream request, cancelled ones too) ---
+        self.llm_tokens = Counter(
+            "gateway_llm_tokens",
+            "LLM tokens by endpoint (base-info, free-text, their -json, feedback), client (the "
+            "API key's name, page, or anonymous) and type (input, output); vLLM's usage, or "
+            "for a request closed before it came, the content events seen as output",
+            ["endpoint", "client", "type"],
+            registry=r,
+        )
+        self.llm_usage_unreported = Counter(
+            "gateway_llm_usage_unreported",
+            "LLM requests closed before vLLM reported their usage (client left, loop, timeout, "
+            "failure): their output counted from the stream, their input as 0",
+            ["endpoint"],
             registry=r,
         )
         # --- upstream (app/llm/) ---

@@ -20,6 +20,11 @@ parentheses: at 1 stream it is most of the figure.
 
     .venv/bin/python bench/overhead_bench.py [--quick] [--no-litellm] [--loop uvloop --http httptools]
 Writes bench/results/overhead.json and overhead.png.
+
+``--tracing`` compares instead the gateway with tracing off and on (issue 26), in one run:
+direct, ``gateway`` (no OTEL_* variable) and ``gateway-traced`` (OTEL_TRACES_EXPORTER=otlp,
+http/protobuf to a sink in this process that answers 200, OTEL_TRACES_SAMPLER=always_on: every
+turn's spans built and exported). Writes bench/results/overhead_tracing.json.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -41,13 +48,14 @@ CHUNKS = 40  # content chunks per answer: 2 s per stream
 STREAMS_PER_WORKER = {1: 20, 10: 6, 100: 3}
 GATEWAY_ENV = {"MAX_CONCURRENT_GENERATIONS": "1000", "LLM_MAX_CONNECTIONS": "1000"}
 PATHS = ("direct", "gateway", "litellm")
+TRACING_PATHS = ("direct", "gateway", "gateway-traced")
 IDLE_SECONDS = 3.0  # before each phase: the proxy's CPU with no traffic, subtracted per chunk
 
 
 def _spec(port: int, path: str, concurrency: int, streams: int) -> dict[str, Any]:
     ramp = INTERVAL * CHUNKS if concurrency > 1 else 0.0  # staggered starts: a steady state
     kw = {"concurrency": concurrency, "streams": streams, "ramp": ramp}
-    if path == "gateway":
+    if path.startswith("gateway"):
         g = h.gateway_group(path, **kw)
     elif path == "litellm":
         g = h.openai_group(path, headers={"authorization": f"Bearer {h.LITELLM_KEY}"}, **kw)
@@ -62,11 +70,62 @@ def _proxy(path: str, up: h.Proc, args: argparse.Namespace) -> Iterator[h.Proc |
     if path == "gateway":
         with h.gateway(up.url + "/v1", env=GATEWAY_ENV, loop=args.loop, http=args.http) as gw:
             yield gw
+    elif path == "gateway-traced":
+        with (
+            _otlp_sink() as endpoint,
+            h.gateway(
+                up.url + "/v1",
+                env={**GATEWAY_ENV, **_tracing_env(endpoint)},
+                loop=args.loop,
+                http=args.http,
+            ) as gw,
+        ):
+            yield gw
     elif path == "litellm":
         with h.litellm(up.url + "/v1") as ll:
             yield ll
     else:
         yield None
+
+
+def _tracing_env(endpoint: str) -> dict[str, str]:
+    return {
+        "OTEL_TRACES_EXPORTER": "otlp",
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
+        "OTEL_TRACES_SAMPLER": "always_on",
+        "OTEL_SERVICE_NAME": "eco-gateway-bench",
+    }
+
+
+class _Sink(BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector that reads each export and answers 200 (an empty
+    ExportTraceServiceResponse), counting the requests."""
+
+    exports = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0") or 0))
+        type(self).exports += 1
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _otlp_sink() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _phase(
@@ -197,6 +256,36 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
+def _tracing_summary(rows: list[dict[str, Any]], result: dict[str, Any], levels: list[int]) -> None:
+    """Tracing off and on, per concurrency: CPU per chunk and added TTFT against direct."""
+    _print(rows)
+    direct = {r["concurrency"]: r for r in rows if r["path"] == "direct"}
+    summary: dict[str, Any] = {}
+    for c in levels:
+        by = {r["path"]: r for r in rows if r["concurrency"] == c}
+        off, on = by["gateway"], by["gateway-traced"]
+        summary[str(c)] = {
+            path: {
+                "cpu_us_per_chunk": r["proxy_cpu_us_per_chunk"],
+                "cpu_us_per_chunk_minus_idle": r["proxy_cpu_us_per_chunk_minus_idle"],
+                "added_ttft_ms": {
+                    q: round(_added(r, direct[c], "ttft_us", q), 2) for q in ("p50", "p99")
+                },
+            }
+            for path, r in (("off", off), ("on", on))
+        }
+        summary[str(c)]["cpu_ratio_on_to_off"] = round(
+            on["proxy_cpu_us_per_chunk_minus_idle"]
+            / max(off["proxy_cpu_us_per_chunk_minus_idle"], 1e-9),
+            3,
+        )
+    print(f"\ntracing off/on: {summary}")
+    result["summary"] = summary
+    result["rows"] = h.strip_cdf(rows)
+    out = h.write_result("overhead_tracing", result)
+    print(f"wrote {out.relative_to(h.ROOT)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer streams per phase")
@@ -204,10 +293,12 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,10,100")
     parser.add_argument("--loop", default="uvloop", choices=["asyncio", "uvloop"])
     parser.add_argument("--http", default="httptools", choices=["h11", "httptools"])
+    parser.add_argument("--tracing", action="store_true", help="gateway with tracing off and on")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
-    use_litellm = not args.no_litellm and h.litellm_available()
-    if not args.no_litellm and not use_litellm:
+    paths = TRACING_PATHS if args.tracing else PATHS
+    use_litellm = not args.tracing and not args.no_litellm and h.litellm_available()
+    if not args.tracing and not args.no_litellm and not use_litellm:
         print("LiteLLM venv missing (scripts/install_litellm.sh): path (c) skipped")
     result: dict[str, Any] = {
         **h.machine(),
@@ -222,7 +313,7 @@ def main() -> None:
     with h.upstream(interval=INTERVAL, chunks=CHUNKS) as up:
         # One path at a time, each proxy alive only for its own phases: an idle LiteLLM
         # beside the gateway took CPU from the gateway's phases (its timers and flushes).
-        for path in PATHS:
+        for path in paths:
             if path == "litellm" and not use_litellm:
                 continue
             with _proxy(path, up, args) as proxy:
@@ -233,13 +324,18 @@ def main() -> None:
                         streams = max(1, streams // 4)
                     print(f"  {path}, {c} concurrent...", file=sys.stderr)
                     rows.append(_phase(path, port, proxy, up, c, streams))
-                if path == "gateway" and proxy is not None:
-                    result["gateway_log_errors"] = [
+                if path.startswith("gateway") and proxy is not None:
+                    result[f"{path}_log_errors"] = [
                         line
                         for line in proxy.log_text().splitlines()
                         if "Traceback" in line or "ERROR" in line
                     ][:20]
-    rows.sort(key=lambda r: (r["concurrency"], PATHS.index(r["path"])))
+    rows.sort(key=lambda r: (r["concurrency"], paths.index(r["path"])))
+    if args.tracing:
+        print(f"OTLP exports received: {_Sink.exports}", file=sys.stderr)
+        result["otlp_exports"] = _Sink.exports
+        _tracing_summary(rows, result, levels)
+        return
     result["wall_s"] = round(time.monotonic() - started, 1)
     result["loadavg_after"] = h.loadavg()
     _print(rows)

@@ -14,9 +14,11 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
+
+from opentelemetry import trace
 
 from app.chat.plan import TurnPlan
 from app.chat.sessions import SessionStore, Turn
@@ -27,6 +29,7 @@ from app.llm.client import LLMClient
 from app.llm.repetition import RepetitionGuard, sentences
 from app.llm.schema import DESCRIPTION_MAX_CHARS, RECOMMEND_MAX_CHARS, Answer, ChallengeItem
 from app.llm.scrubber import AnswerScrubber, ScrubResult
+from app.llm.usage import TokenUsage
 from app.metrics import Metrics
 from app.rag.retriever import Hit
 
@@ -58,10 +61,25 @@ class Generator:
         self._max_tokens = max_tokens  # LLM_MAX_TOKENS; None: what the composition needs
 
     async def run(self, plan: TurnPlan) -> AsyncIterator[StreamEvent]:
-        """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed."""
+        """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed; the
+        turn's log line (with its token usage) when it ends, however it ends."""
+        usage = TokenUsage(plan.endpoint, plan.client)
+        outcome = "disconnected"
+        try:
+            async with aclosing(self._run(plan, usage)) as events:
+                async for event in events:
+                    if isinstance(event, Done):
+                        outcome = "close"
+                    elif isinstance(event, Failed):
+                        outcome = str(event.error.status)
+                    yield event
+        finally:
+            _ended(plan, usage, outcome)
+
+    async def _run(self, plan: TurnPlan, usage: TokenUsage) -> AsyncGenerator[StreamEvent, None]:
         display = _Display(plan)
         try:
-            async for shown in self._shown(plan, display):
+            async for shown in self._shown(plan, display, usage):
                 yield Delta(shown)
             result = None if display.guard.looping else display.scrubber.finish()
         except GatewayError as exc:
@@ -91,7 +109,9 @@ class Generator:
         await self._sessions.record(plan.session_id, turn=turn)
         yield Done(close_payload(answer, plan.category))
 
-    async def _shown(self, plan: TurnPlan, display: _Display) -> AsyncIterator[str]:
+    async def _shown(
+        self, plan: TurnPlan, display: _Display, usage: TokenUsage
+    ) -> AsyncIterator[str]:
         """The display text as the upstream's tokens arrive; stops at a loop (closing the
         stream aborts the generation upstream)."""
         metrics = self._metrics
@@ -102,6 +122,7 @@ class Generator:
             schema=plan.schema(),
             max_tokens=self._max_tokens or _MAX_TOKENS[plan.composition],
             routing_key=plan.session_id,
+            usage=usage,
         )
         async with aclosing(pieces):
             async for piece in pieces:
@@ -173,6 +194,26 @@ class _Display:
     def unsaid_opening(self) -> str:
         opening, self._opening = self._opening, None
         return self.guard.feed(opening) if opening else ""
+
+
+def _ended(plan: TurnPlan, usage: TokenUsage, outcome: str) -> None:
+    """The turn's log line, and its model and usage on the turn's span."""
+    span = trace.get_current_span()
+    if span.is_recording():
+        if usage.model is not None:
+            span.set_attribute("gen_ai.request.model", usage.model)
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+    log.info(
+        "turn %s %s: %s, %.2f s, tokens in %d out %d%s",
+        plan.endpoint,
+        plan.client,
+        outcome,
+        time.monotonic() - plan.started,
+        usage.input_tokens,
+        usage.output_tokens,
+        "" if usage.reported else " (counted from the stream)",
+    )
 
 
 def close_payload(answer: Answer, category: Category) -> dict[str, Any]:

@@ -34,6 +34,8 @@ class BaseInfoTurn:
     location: str
     work_type: str
     category: Category
+    endpoint: str = "base-info"  # the metrics' labels: the route, and the caller's name
+    client: str = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,8 @@ class FreeTextTurn:
     request_id: str | None
     started: float
     message: str
+    endpoint: str = "free-text"
+    client: str = "anonymous"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +71,8 @@ class TurnPlan:
     grounded: bool  # titles restricted to the candidates' (a JSON-schema enum)
     user_text: str  # what the session remembers of the user's side of the turn
     recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
+    endpoint: str = "other"  # the token counters' labels (the turn's)
+    client: str = "anonymous"
 
     @property
     def titles(self) -> list[str]:

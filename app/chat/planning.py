@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from opentelemetry import trace
+
 from app.chat.intent import (
     Evidence,
     Intent,
@@ -43,6 +45,7 @@ from app.rag.scope import ANYWHERE, Scope
 __all__ = ["OFF_TOPIC_REPLY", "Planner"]
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
 
 OFF_TOPIC_REPLY = (
     "저는 일상에서 실천할 수 있는 친환경 챌린지를 추천해 드리는 챗봇이에요. "
@@ -170,18 +173,22 @@ class Planner:
         """The turn as a search query (its embedding, or its words alone in a burst), its
         nearest catalogue documents, and what it asks for: the examples' reading, with those
         documents' categories as evidence of the category it is about."""
-        try:
-            vector: QueryVector | None = await self._retriever.embed(text)
-        except EmbedderBusy:
-            vector = None  # read by its words: lexical intent, sparse-only search
-            self._metrics.lexical_turns.inc()
-        query = _Query(text, vector, lexical=vector is None)
-        nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
-        evidence = catalogue_evidence([hit.document.category for hit in nearest])
-        intent = self._intents.decide(text, vector, state, evidence=evidence)
-        if vector is None and IntentClassifiers.needs_embedding(intent):
-            intent = await self._confirm_refusal(text, state, intent, evidence)
-        self._metrics.intents.labels(intent.kind.value).inc()
+        with _tracer.start_as_current_span("intent") as span:
+            try:
+                with _tracer.start_as_current_span("retrieval.embed"):
+                    vector: QueryVector | None = await self._retriever.embed(text)
+            except EmbedderBusy:
+                vector = None  # read by its words: lexical intent, sparse-only search
+                self._metrics.lexical_turns.inc()
+            query = _Query(text, vector, lexical=vector is None)
+            nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
+            evidence = catalogue_evidence([hit.document.category for hit in nearest])
+            intent = self._intents.decide(text, vector, state, evidence=evidence)
+            if vector is None and IntentClassifiers.needs_embedding(intent):
+                intent = await self._confirm_refusal(text, state, intent, evidence)
+            self._metrics.intents.labels(intent.kind.value).inc()
+            span.set_attribute("gateway.intent", intent.kind.value)
+            span.set_attribute("gateway.lexical", query.lexical)
         return query, nearest, intent
 
     async def _confirm_refusal(
@@ -192,7 +199,8 @@ class Planner:
         아끼는 법 알려줘"), and a refused user is worse off than a burst a little slower. The
         turn's search stays by words: the burst's rule for search."""
         try:
-            vector = await self._retriever.embed(text, wait=True)
+            with _tracer.start_as_current_span("retrieval.embed"):
+                vector = await self._retriever.embed(text, wait=True)
         except EmbedderBusy:
             self._metrics.lexical_refusals.labels("unconfirmed").inc()
             return intent
@@ -258,7 +266,14 @@ class Planner:
         """Search within ``scope`` (by its words alone for a turn read without its embedding).
         A failing vector store (None) degrades the answer (no candidates: the model writes it
         all) instead of failing it, and /ready reports the store."""
-        with self._metrics.retrieval.time():
+        attributes = {
+            "gateway.k": k or self._settings.retrieval_k,
+            "gateway.lexical": query.lexical,
+        }
+        with (
+            self._metrics.retrieval.time(),
+            _tracer.start_as_current_span("retrieval.search", attributes=attributes),
+        ):
             try:
                 hits = await self._retriever.retrieve(
                     query.text,
@@ -291,6 +306,8 @@ class Planner:
         return TurnPlan(
             session_id=turn.session_id,
             request_id=turn.request_id,
+            endpoint=turn.endpoint,
+            client=turn.client,
             started=turn.started,
             category=prompt.category,
             candidates=tuple(prompt.candidates),

@@ -7,21 +7,32 @@
 
 Every turn is an async generator of ``StreamEvent``: any number of ``Delta``, then exactly
 one ``Done`` or ``Failed``, then nothing. The GET (SSE) and POST (JSON) routes share it whole.
+
+A turn is one span (``turn ENDPOINT``, a child of the request's), current while the turn
+runs: planning's intent and retrieval spans and each upstream attempt's are its children. It
+ends with the generator: after the terminal event, or when its reader closes it (the client
+left; GET generations run in the stream hub, so that is when the stream stops, not when the
+response's headers leave).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Protocol
+
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 
 from app.chat.generation import Generator
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.planning import Planner
 from app.domain.errors import Refused
-from app.domain.events import Failed, StreamEvent
+from app.domain.events import Done, Failed, StreamEvent
 
 __all__ = ["Gate", "RecommendationService"]
+
+_tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
 
 
 class Gate(Protocol):
@@ -40,10 +51,39 @@ class RecommendationService:
         self._generator = generator
 
     def base_info(self, turn: BaseInfoTurn, gate: Gate) -> AsyncIterator[StreamEvent]:
-        return self._turn(lambda: self._planner.base_info(turn), gate)
+        return self._traced(turn, self._turn(lambda: self._planner.base_info(turn), gate))
 
     def free_text(self, turn: FreeTextTurn, gate: Gate) -> AsyncIterator[StreamEvent]:
-        return self._turn(lambda: self._planner.free_text(turn), gate)
+        return self._traced(turn, self._turn(lambda: self._planner.free_text(turn), gate))
+
+    async def _traced(
+        self, turn: BaseInfoTurn | FreeTextTurn, events: AsyncIterator[StreamEvent]
+    ) -> AsyncIterator[StreamEvent]:
+        """``events`` inside the turn's span (module docstring)."""
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": turn.session_id,
+            "gateway.endpoint": turn.endpoint,
+            "gateway.client": turn.client,
+        }
+        with _tracer.start_as_current_span(
+            f"turn {turn.endpoint}",
+            attributes=attributes,
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            outcome = "disconnected"  # closed before its terminal event
+            try:
+                async with aclosing(events):  # type: ignore[type-var]
+                    async for event in events:
+                        if isinstance(event, Done):
+                            outcome = "close"
+                        elif isinstance(event, Failed):
+                            outcome = str(event.error.status)
+                            span.set_status(Status(StatusCode.ERROR, type(event.error).__name__))
+                        yield event
+            finally:
+                span.set_attribute("gateway.outcome", outcome)
 
     async def _turn(
         self, plan: Callable[[], Awaitable[TurnPlan | Reply]], gate: Gate
@@ -60,7 +100,10 @@ class RecommendationService:
             return
         try:
             async with gate.hold():  # checked again: planning took a while
-                async for event in self._generator.run(planned):
-                    yield event
+                # Closed here, not left to the collector: its end (the log line, the usage on
+                # the span) runs in the turn, once the reader has the terminal event.
+                async with aclosing(self._generator.run(planned)) as events:  # type: ignore[type-var]
+                    async for event in events:
+                        yield event
         except Refused as refused:  # raised on entering only: nothing was shown yet
             yield Failed(refused.error)

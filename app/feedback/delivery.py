@@ -30,6 +30,7 @@ from saq.utils import exponential_backoff
 from app.config import FeedbackSettings
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackResult
+from app.tracing import carrier
 
 __all__ = ["CallbackSender", "Step"]
 
@@ -108,7 +109,8 @@ class CallbackSender:
             response = await self._http.post(
                 url,
                 content=result.model_dump_json(),
-                headers={"idempotency-key": result.jobId},
+                # carrier(): the job's trace goes on to the backend (its "feedback deliver" span).
+                headers={"idempotency-key": result.jobId, **carrier()},
             )
         except httpx.TimeoutException as exc:
             return Attempt(Step.RETRY, f"timeout ({type(exc).__name__})")

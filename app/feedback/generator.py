@@ -33,6 +33,7 @@ from app.feedback.prompt import fallback_text, feedback_messages
 from app.feedback.summary import WeekSummary
 from app.feedback.text import clean
 from app.llm.client import LLMClient
+from app.llm.usage import TokenUsage
 
 __all__ = ["FeedbackGenerator", "Source"]
 
@@ -53,11 +54,14 @@ class FeedbackGenerator:
         self._slots = asyncio.Semaphore(settings.feedback_max_concurrent_generations)
         self._priority = settings.feedback_llm_priority  # 0: the field is not sent
 
-    async def write(self, summary: WeekSummary, *, job_id: str) -> tuple[str, Source]:
-        """The feedback text and who wrote it."""
+    async def write(
+        self, summary: WeekSummary, *, job_id: str, client: str = "anonymous"
+    ) -> tuple[str, Source]:
+        """The feedback text and who wrote it; every request's tokens count under
+        ``client`` (the accepting request's key name), endpoint ``feedback``."""
         for retry in (False, True):
             try:
-                raw = await self._ask(summary, retry=retry, job_id=job_id)
+                raw = await self._ask(summary, retry=retry, job_id=job_id, client=client)
             except GatewayError as exc:
                 log.warning(
                     "feedback %s: upstream failed for good (%s); fallback text", job_id, exc
@@ -73,12 +77,12 @@ class FeedbackGenerator:
         self._metrics.generations.labels("fallback_invalid").inc()
         return fallback_text(summary), "fallback"
 
-    async def _ask(self, summary: WeekSummary, *, retry: bool, job_id: str) -> str:
+    async def _ask(self, summary: WeekSummary, *, retry: bool, job_id: str, client: str) -> str:
         attempts = self._settings.feedback_generation_attempts
         messages = feedback_messages(summary, retry=retry)
         for attempt in range(1, attempts + 1):
             try:
-                return await self._complete(messages, job_id)
+                return await self._complete(messages, job_id, client)
             except GatewayError as exc:
                 if attempt == attempts or exc.status < 500:
                     raise
@@ -87,7 +91,7 @@ class FeedbackGenerator:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
-    async def _complete(self, messages: list[dict[str, str]], job_id: str) -> str:
+    async def _complete(self, messages: list[dict[str, str]], job_id: str, client: str) -> str:
         async with self._slots:
             started = time.monotonic()
             try:
@@ -96,6 +100,7 @@ class FeedbackGenerator:
                     options=self._options(),
                     read_timeout=self._settings.feedback_llm_timeout,
                     request_id=f"feedback-{job_id}",
+                    usage=TokenUsage("feedback", client),
                 )
             except GatewayError as exc:
                 if self._priority and exc.status == 502 and "priority" in exc.detail.lower():
@@ -110,6 +115,7 @@ class FeedbackGenerator:
                         options=self._options(),
                         read_timeout=self._settings.feedback_llm_timeout,
                         request_id=f"feedback-{job_id}",
+                        usage=TokenUsage("feedback", client),
                     )
                 raise
             finally:

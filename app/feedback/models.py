@@ -131,7 +131,10 @@ class JobRecord(BaseModel):
     acceptedAt: datetime
     finishedAt: datetime | None = None
     request: FeedbackRequest
+    # The accepting request's trace context (``traceparent``...): the job's spans join it.
+    trace: dict[str, str] = Field(default_factory=dict)
+    client: str = "anonymous"  # the token counters' label: the API key's name
 
     def public(self) -> dict[str, object]:
-        """The polling view: no request echo."""
-        return self.model_dump(mode="json", exclude={"request"})
+        """The polling view: no request echo, nothing internal."""
+        return self.model_dump(mode="json", exclude={"request", "trace", "client"})

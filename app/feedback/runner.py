@@ -17,15 +17,20 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind
+
 from app.feedback.delivery import CallbackSender, Step
 from app.feedback.generator import FeedbackGenerator
 from app.feedback.models import FeedbackResult, JobRecord
 from app.feedback.records import JobStore, ResultLog
 from app.feedback.summary import summarize
+from app.tracing import context_of
 
 __all__ = ["FeedbackRunner"]
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
 
 
 class FeedbackRunner:
@@ -52,7 +57,16 @@ class FeedbackRunner:
             record.status = "running"
             await self.store.put(record)
             summary = summarize(record.request, record.acceptedAt)
-            content, source = await self._generator.write(summary, job_id=job_id)
+            with _tracer.start_as_current_span(
+                "feedback generate",
+                context=context_of(record.trace),  # the accepting request's trace
+                kind=SpanKind.CONSUMER,
+                attributes={"gateway.feedback.job_id": job_id},
+            ) as span:
+                content, source = await self._generator.write(
+                    summary, job_id=job_id, client=record.client
+                )
+                span.set_attribute("gateway.feedback.source", source)
             record.status = "done"
             record.content = content
             record.source = source
@@ -77,7 +91,14 @@ class FeedbackRunner:
         record = await self.store.get(job_id)
         if record is None or record.delivery != "pending" or record.content is None:
             return None
-        step = await self._sender.send(_result(record), attempt)
+        with _tracer.start_as_current_span(
+            "feedback deliver",
+            context=context_of(record.trace),
+            kind=SpanKind.PRODUCER,  # the callback carries the same trace on
+            attributes={"gateway.feedback.job_id": job_id, "gateway.feedback.attempt": attempt},
+        ) as span:
+            step = await self._sender.send(_result(record), attempt)
+            span.set_attribute("gateway.feedback.step", step.value)
         record.deliveryAttempts = attempt
         if step is Step.RETRY:
             await self.store.put(record)

@@ -42,6 +42,7 @@ from app.feedback.redis_records import RedisJobStore, RedisResultLog
 from app.feedback.runner import FeedbackRunner
 from app.llm.client import LLMClient
 from app.redis_client import JOBS, RedisConnector
+from app.tracing import carrier
 
 __all__ = ["FeedbackService", "open_feedback", "open_saq_runtime"]
 
@@ -76,11 +77,14 @@ class FeedbackService:
         self._settings = settings
         self.metrics = metrics
 
-    async def submit(self, request: FeedbackRequest, key: str | None) -> tuple[JobRecord, bool]:
+    async def submit(
+        self, request: FeedbackRequest, key: str | None, client: str = "anonymous"
+    ) -> tuple[JobRecord, bool]:
         """The job for this request and whether it is new; Overloaded (503) when full,
-        InvalidValue (422) when ``key`` names a job of another request."""
+        InvalidValue (422) when ``key`` names a job of another request. ``client`` labels the
+        job's token counts; the current trace context becomes the job's parent."""
         try:
-            return await self._submit(request, key)
+            return await self._submit(request, key, client)
         except (RedisError, OSError) as exc:
             raise Overloaded(
                 f"feedback store unavailable: {exc}",
@@ -88,7 +92,9 @@ class FeedbackService:
                 message=UNAVAILABLE_MESSAGE,
             ) from exc
 
-    async def _submit(self, request: FeedbackRequest, key: str | None) -> tuple[JobRecord, bool]:
+    async def _submit(
+        self, request: FeedbackRequest, key: str | None, client: str
+    ) -> tuple[JobRecord, bool]:
         if key is not None and (known := await self._known(key, request)) is not None:
             return known, False
         if await self._dispatcher.pending() >= self._settings.feedback_queue_max:
@@ -100,7 +106,12 @@ class FeedbackService:
             if known is not None:
                 return known, False
         record = JobRecord(
-            jobId=job_id, memberId=request.memberId, acceptedAt=datetime.now(SEOUL), request=request
+            jobId=job_id,
+            memberId=request.memberId,
+            acceptedAt=datetime.now(SEOUL),
+            request=request,
+            trace=carrier(),
+            client=client,
         )
         await self.store.put(record)
         try:

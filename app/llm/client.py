@@ -20,6 +20,10 @@ the same replicas with the same failover and errors.
 Closing the generator early (the browser left) closes the response, which closes the
 upstream connection: vLLM sees the disconnect and aborts the generation. That, and giving
 up on a timeout, count in ``gateway_upstream_aborts``.
+
+Each attempt on a replica is a client span (``chat MODEL``, GenAI attributes, the first token as
+an event, the usage when it ends) whose ``traceparent`` goes to vLLM with the request; a
+``usage`` given to either call is filled with vLLM's token usage (``app/llm/usage.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import httpx
+from opentelemetry import propagate, trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from app.config import UpstreamSettings
 from app.domain.errors import GatewayError, UpstreamFailed, UpstreamTimedOut
@@ -47,11 +53,13 @@ from app.llm.schema import ANSWER_JSON_SCHEMA
 from app.llm.sse_decode import iter_sse_data
 from app.llm.transport import UpstreamTransport
 from app.llm.upstreams import Upstream, UpstreamPool
+from app.llm.usage import TokenUsage
 from app.metrics import Metrics
 
 __all__ = ["ChatMessage", "LLMClient", "chat_payload", "iter_sse_data"]
 
 log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
 
 ChatMessage = dict[str, str]
 
@@ -126,8 +134,9 @@ def chat_payload(
     return payload
 
 
-def _content_of(event: bytes) -> str | None:
-    """The text delta of one upstream event; raises UpstreamFailed on anything malformed."""
+def _content_of(event: bytes, usage: TokenUsage | None = None) -> str | None:
+    """The text delta of one upstream event (the usage event's goes to ``usage``); raises
+    UpstreamFailed on anything malformed."""
     try:
         chunk = json.loads(event)
     except ValueError as exc:
@@ -140,6 +149,8 @@ def _content_of(event: bytes) -> str | None:
     if not isinstance(choices, list):
         raise UpstreamFailed(f"upstream event without choices: {event[:200]!r}")
     if not choices:  # the usage chunk
+        if usage is not None:
+            usage.read(chunk.get("usage"))
         return None
     choice = choices[0]
     delta = choice.get("delta") if isinstance(choice, dict) else None
@@ -207,14 +218,19 @@ class LLMClient:
         schema: dict[str, Any] | None = None,
         max_tokens: int | None = None,
         routing_key: str | None = None,
+        usage: TokenUsage | None = None,
     ) -> AsyncGenerator[str, None]:
         """Yield the assistant's text as it streams; see the module docstring for failures.
-        ``routing_key`` (the session id) keeps a conversation on one replica (upstreams.py)."""
+        ``routing_key`` (the session id) keeps a conversation on one replica (upstreams.py);
+        ``usage`` is filled as the stream goes (vLLM's figures, else the content events seen)."""
         payload = chat_payload(self._settings, await self.model(), messages, schema, max_tokens)
         deadline = time.monotonic() + self._settings.llm_total_timeout
         headers = {"x-request-id": request_id} if request_id else None
-        upstream, response = await self._open(payload, headers, routing_key=routing_key)
+        usage = TokenUsage() if usage is None else usage
+        usage.model = payload["model"]
+        upstream, response, span = await self._open(payload, headers, routing_key=routing_key)
         done = False
+        first = True
         try:
             # Identity is asked for; a proxy that compresses anyway gets decoded.
             identity = "content-encoding" not in response.headers
@@ -226,11 +242,15 @@ class LLMClient:
                     done = True
                     continue
                 try:
-                    content = _content_of(event)
+                    content = _content_of(event, usage)
                 except UpstreamFailed:
                     self._count(event_error_kind(event))
                     raise
                 if content:
+                    usage.saw_chunk()
+                    if first:
+                        first = False
+                        span.add_event("gen_ai.first_token")
                     yield content
                 if time.monotonic() > deadline:
                     self._count("timeout", abort=True)
@@ -242,16 +262,23 @@ class LLMClient:
             error = error_of_transport(exc, f"streaming from {upstream.label}")
             timed_out = isinstance(error, UpstreamTimedOut)
             self._count("timeout" if timed_out else "cut", abort=timed_out)
+            _failed(span, error)
             raise error from exc
+        except GatewayError as error:
+            _failed(span, error)
+            raise
         except (GeneratorExit, asyncio.CancelledError):
             if not done:  # the consumer left: closing the response aborts the generation
                 self._metrics.upstream_aborts.inc()
+                span.set_attribute("gateway.aborted", True)
             raise
         finally:
             try:
                 await response.aclose()
             finally:
                 self._pool.release(upstream)
+                self._spent(usage)
+                _end(span, usage)
 
     async def complete(
         self,
@@ -260,38 +287,52 @@ class LLMClient:
         options: dict[str, Any],
         read_timeout: float,
         request_id: str | None = None,
+        usage: TokenUsage | None = None,
     ) -> str:
         """One non-streaming ``POST /chat/completions`` (background jobs such as the weekly
         feedback): the assistant's whole text. ``options`` are the request's sampling fields
         (and e.g. vLLM's ``priority``); ``read_timeout`` bounds every read, since a non-streamed
         answer sends no byte until it is done. Same replicas, failover and errors as
-        :meth:`stream_chat`."""
+        :meth:`stream_chat`; ``usage`` gets the answer's token usage."""
         payload = {"model": await self.model(), "messages": list(messages), **options}
         payload["stream"] = False
         headers = {"accept": "application/json"}
         if request_id:
             headers["x-request-id"] = request_id
-        upstream, response = await self._open(payload, headers, read_timeout=read_timeout)
+        usage = TokenUsage() if usage is None else usage
+        usage.model = payload["model"]
+        upstream, response, span = await self._open(payload, headers, read_timeout=read_timeout)
         try:
-            body = await response.aread()
-        except httpx.HTTPError as exc:
-            error = error_of_transport(exc, f"reading from {upstream.label}")
-            self._count("timeout" if isinstance(error, UpstreamTimedOut) else "cut")
-            raise error from exc
-        finally:
             try:
-                await response.aclose()
+                body = await response.aread()
+            except httpx.HTTPError as exc:
+                error = error_of_transport(exc, f"reading from {upstream.label}")
+                self._count("timeout" if isinstance(error, UpstreamTimedOut) else "cut")
+                raise error from exc
             finally:
-                self._pool.release(upstream)
-        try:
-            content = json.loads(body)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            self._count("malformed")
-            raise UpstreamFailed(f"{upstream.label}: unreadable completion {body[:200]!r}") from exc
-        if not isinstance(content, str):
-            self._count("malformed")
-            raise UpstreamFailed(f"{upstream.label}: completion without text")
-        return content
+                try:
+                    await response.aclose()
+                finally:
+                    self._pool.release(upstream)
+            try:
+                answer = json.loads(body)
+                content = answer["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError) as exc:
+                self._count("malformed")
+                raise UpstreamFailed(
+                    f"{upstream.label}: unreadable completion {body[:200]!r}"
+                ) from exc
+            if not isinstance(content, str):
+                self._count("malformed")
+                raise UpstreamFailed(f"{upstream.label}: completion without text")
+            usage.read(answer.get("usage"))
+            return content
+        except GatewayError as error:
+            _failed(span, error)
+            raise
+        finally:
+            self._spent(usage)
+            _end(span, usage)
 
     async def _open(
         self,
@@ -300,10 +341,10 @@ class LLMClient:
         *,
         read_timeout: float | None = None,
         routing_key: str | None = None,
-    ) -> tuple[Upstream, httpx.Response]:
+    ) -> tuple[Upstream, httpx.Response, Span]:
         """Send the request to the best replica whose answer starts a stream (status 200),
-        failing over per the module docstring. The caller releases the replica. ``read_timeout``
-        replaces the client's read timeout for this request."""
+        failing over per the module docstring. The caller releases the replica and ends the
+        attempt's span. ``read_timeout`` replaces the client's read timeout for this request."""
         request_timeout = (
             httpx.USE_CLIENT_DEFAULT
             if read_timeout is None
@@ -318,13 +359,14 @@ class LLMClient:
         for attempt, upstream in enumerate(candidates, start=1):
             last = attempt == len(candidates)
             self._pool.acquire(upstream)
+            span = _attempt_span(payload, upstream, attempt)
             streaming = False
             try:
                 request = self._http.build_request(
                     "POST",
                     upstream.chat_url,
                     json=payload,
-                    headers=headers,
+                    headers=_traced(headers, span),
                     timeout=request_timeout,
                 )
                 try:
@@ -336,13 +378,14 @@ class LLMClient:
                         self._count("connect")
                         if not last:
                             log.warning("upstream %s: %s; trying another", upstream.label, exc)
+                            _failed(span, error)
                             continue
                     elif not isinstance(exc, httpx.PoolTimeout):  # ours, not the upstream's
                         self._count(error_kind(exc), abort=isinstance(error, UpstreamTimedOut))
                     raise error from exc
                 if response.status_code == 200:
                     streaming = True
-                    return upstream, response
+                    return upstream, response, span
                 try:
                     body = (await response.aread())[:500].decode("utf-8", "replace")
                 except httpx.HTTPError:
@@ -352,6 +395,7 @@ class LLMClient:
                 self._count("status")
                 error = error_of_status(response.status_code, body)
                 if not last and worth_another_replica(response.status_code):
+                    _failed(span, error)
                     log.warning(
                         "upstream %s answered %s; trying another",
                         upstream.label,
@@ -359,12 +403,62 @@ class LLMClient:
                     )
                     continue
                 raise error
+            except GatewayError as error:
+                _failed(span, error)
+                raise
             finally:
                 if not streaming:
                     self._pool.release(upstream)
+                    span.end()
         raise AssertionError("unreachable: the last candidate returns or raises")
+
+    def _spent(self, usage: TokenUsage) -> None:
+        """Count one request's tokens, once, however it ended."""
+        tokens = self._metrics.llm_tokens
+        tokens.labels(usage.endpoint, usage.client, "input").inc(usage.input_tokens)
+        tokens.labels(usage.endpoint, usage.client, "output").inc(usage.output_tokens)
+        if not usage.reported:
+            self._metrics.llm_usage_unreported.labels(usage.endpoint).inc()
 
     def _count(self, kind: str, *, abort: bool = False) -> None:
         self._metrics.upstream_errors.labels(kind).inc()
         if abort:
             self._metrics.upstream_aborts.inc()
+
+
+def _attempt_span(payload: dict[str, Any], upstream: Upstream, attempt: int) -> Span:
+    """One attempt's client span, a child of the current one (the turn, or a feedback job)."""
+    return _tracer.start_span(
+        f"chat {payload['model']}",
+        kind=SpanKind.CLIENT,
+        attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": payload["model"],
+            "gen_ai.request.max_tokens": payload.get("max_tokens") or 0,
+            "server.address": upstream.chat_url.host,
+            "server.port": upstream.chat_url.port or 80,
+            "gateway.upstream.attempt": attempt,
+        },
+    )
+
+
+def _traced(headers: dict[str, str] | None, span: Span) -> dict[str, str] | None:
+    """``headers`` plus the attempt's ``traceparent`` (nothing added when nothing is traced)."""
+    if not span.get_span_context().is_valid:
+        return headers
+    traced = dict(headers or {})
+    propagate.inject(traced, context=trace.set_span_in_context(span))
+    return traced
+
+
+def _failed(span: Span, error: GatewayError) -> None:
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    span.set_attribute("error.type", str(error.status))
+
+
+def _end(span: Span, usage: TokenUsage) -> None:
+    if span.is_recording():
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        span.set_attribute("gateway.usage.reported", usage.reported)
+    span.end()

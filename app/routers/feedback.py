@@ -38,7 +38,7 @@ from app.domain.errors import BadInput, GatewayError, InvalidValue, Overloaded, 
 from app.domain.events import FEEDBACK, Envelope, envelope, envelope_json
 from app.feedback.metrics import FeedbackMetrics
 from app.feedback.models import FeedbackRequest, invalid_fields
-from app.web.access import Access
+from app.web.access import Access, Caller
 from app.web.deps import FeedbackDep
 from app.web.errors import error_response
 from app.web.sse import cursor_stream_response
@@ -161,7 +161,9 @@ async def submit_feedback(request: Request, jobs: FeedbackDep) -> Response:
         return error_response(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
     try:
         key = _idempotency_key(request, jobs.admission.access, feedback)
-        record, created = await jobs.service.submit(feedback, key)
+        caller = jobs.admission.access.identify(request)
+        client = caller.name if isinstance(caller, Caller) else "anonymous"
+        record, created = await jobs.service.submit(feedback, key, client)
     except InvalidValue as exc:
         log.info("feedback request refused: %s", exc.detail)
         return error_response(exc)

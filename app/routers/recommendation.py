@@ -19,7 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from app.chat.intent import normalize_message
 from app.chat.plan import BaseInfoTurn, FreeTextTurn
 from app.chat.sessions import new_session_id
-from app.domain.categories import LOCATIONS, WORK_TYPES, normalize_choice, parse_category
+from app.domain.categories import (
+    LOCATIONS,
+    WORK_TYPES,
+    Category,
+    normalize_choice,
+    parse_category,
+)
 from app.domain.errors import (
     BadInput,
     GatewayError,
@@ -137,9 +143,7 @@ def _session(session_id: str | None) -> tuple[str, InvalidValue | None]:
     return session_id, None
 
 
-def _base_info_turn(
-    body: BaseInfoBody, session_id: str, request_id: str | None, started: float
-) -> BaseInfoTurn:
+def _base_info_turn(body: BaseInfoBody) -> tuple[str, str, Category]:
     """The selection, validated: 400 naming what is missing, 422 naming what is unknown."""
     given = {"location": body.location, "workType": body.workType, "category": body.category}
     missing = [name for name, value in given.items() if not (value or "").strip()]
@@ -156,12 +160,10 @@ def _base_info_turn(
         read = (("location", place), ("workType", work), ("category", chosen))
         invalid = [name for name, value in read if value is None]
         raise InvalidValue(invalid, f"invalid {invalid}")
-    return BaseInfoTurn(session_id, request_id, started, place, work, chosen)
+    return place, work, chosen
 
 
-def _free_text_turn(
-    body: FreeTextBody, session_id: str, request_id: str | None, started: float, limit: int
-) -> FreeTextTurn:
+def _free_text_turn(body: FreeTextBody, limit: int) -> str:
     """The message, normalized: 400 when empty, 422 past MAX_MESSAGE_CHARS."""
     text = normalize_message(body.message or "")
     if not text:
@@ -172,7 +174,7 @@ def _free_text_turn(
             f"message of {len(text)} chars",
             message=f"메시지는 {limit}자 이내로 입력해 주세요.",
         )
-    return FreeTextTurn(session_id, request_id, started, text)
+    return text
 
 
 async def _only(event: StreamEvent) -> AsyncIterator[StreamEvent]:
@@ -229,7 +231,7 @@ async def _fold(events: AsyncIterator[StreamEvent], headers: dict[str, str]) -> 
 
 
 async def _start(
-    request: Request, chat: ChatContext, body: BaseInfoBody | FreeTextBody
+    request: Request, chat: ChatContext, endpoint: str, body: BaseInfoBody | FreeTextBody
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str], str]:
     """The turn's events for ``body``, the headers that name its session and request, and
     who may resume its stream. Checked in order: the caller (401: a stranger learns nothing
@@ -247,13 +249,15 @@ async def _start(
         if bad_session is not None:
             raise bad_session
         await admission.rates(caller, session_id)
+        known = {"endpoint": endpoint, "client": caller.name}
         if isinstance(body, BaseInfoBody):
-            turn: BaseInfoTurn | FreeTextTurn = _base_info_turn(
-                body, session_id, request_id, started
+            place, work, chosen = _base_info_turn(body)
+            turn: BaseInfoTurn | FreeTextTurn = BaseInfoTurn(
+                session_id, request_id, started, place, work, chosen, **known
             )
         else:
-            limit = chat.turns.max_message_chars
-            turn = _free_text_turn(body, session_id, request_id, started, limit)
+            text = _free_text_turn(body, chat.turns.max_message_chars)
+            turn = FreeTextTurn(session_id, request_id, started, text, **known)
     except Refused as refused:
         return _only(Failed(refused.error)), headers, ""
     except GatewayError as error:
@@ -297,7 +301,7 @@ async def _stream(
     """A GET: the stream a reconnecting EventSource left (``Last-Event-ID``), else a new turn."""
     if last_event_id and last_event_id.strip():
         return await _resume(request, chat, endpoint, last_event_id.strip(), body.sessionId)
-    events, headers, owner = await _start(request, chat, body)
+    events, headers, owner = await _start(request, chat, endpoint, body)
     return _sse(events, headers, chat, endpoint, owner)
 
 
@@ -368,7 +372,7 @@ async def free_text_stream(
     responses=_JSON_DOC,
 )
 async def base_info_json(request: Request, chat: ChatDep, body: BaseInfoBody) -> Response:
-    events, headers, _ = await _start(request, chat, body)
+    events, headers, _ = await _start(request, chat, "base-info-json", body)
     return await _as_json(request, chat.metrics, "base-info-json", events, headers)
 
 
@@ -379,5 +383,5 @@ async def base_info_json(request: Request, chat: ChatDep, body: BaseInfoBody) ->
     responses=_JSON_DOC,
 )
 async def free_text_json(request: Request, chat: ChatDep, body: FreeTextBody) -> Response:
-    events, headers, _ = await _start(request, chat, body)
+    events, headers, _ = await _start(request, chat, "free-text-json", body)
     return await _as_json(request, chat.metrics, "free-text-json", events, headers)

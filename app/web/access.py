@@ -9,6 +9,11 @@
         the address: the peer, or the client a TRUSTED_PROXIES proxy forwards; IPv6 by its /64
         (one host holds a whole /64). A presented key names nobody and is ignored.
 
+A key may be given a name, ``NAME:KEY`` in API_KEYS / RELAY_API_KEYS (NAME: 1-32 of
+``A-Za-z0-9_.-``, split at the first colon): the name labels the client's token counts
+(``gateway_llm_tokens{client}``); an unnamed key is labelled ``key-<8 hex of its fingerprint>``,
+a page visitor ``page``, a caller without keys ``anonymous``. Never the key, never a session.
+
 No header a script can write stands in for a key: ``Sec-Fetch-Site`` and ``Origin`` are plain
 headers outside a browser. The page gets in with a token only the gateway signs, handed out
 with the page itself (:mod:`app.web.page_token`); a script that loads the page first is a page
@@ -29,6 +34,7 @@ import hmac
 import ipaddress
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -57,6 +63,7 @@ log = logging.getLogger(__name__)
 PAGE_EXPIRED_MESSAGE = "대화 페이지의 이용 시간이 지났어요. 페이지를 새로 고침해 주세요."
 _FORWARDING_HEADERS = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
 _FORWARDED = "forwarded"  # the client of a request whose address the server took from a header
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +74,7 @@ class Caller:
     kind: Literal["key", "relay", "page", "address"]
     visitor: str | None = None  # a page visitor's id
     renew_cookie: str | None = None  # Set-Cookie renewing a page token past half its life
+    name: str = "anonymous"  # the metrics' client label (module docstring): bounded
 
     def user(self, session_id: str) -> str:
         """The per-user bucket: a page visitor is one user; else a sessionId within its client."""
@@ -85,6 +93,14 @@ def _fingerprint(key: bytes) -> str:
     return hashlib.sha256(b"eco-gateway-key\0" + key).hexdigest()[:16]
 
 
+def _named(entry: str) -> tuple[str | None, bytes]:
+    """``NAME:KEY`` -> (NAME, KEY); a plain key -> (None, KEY)."""
+    name, colon, key = entry.partition(":")
+    if colon and key and _KEY_NAME.fullmatch(name):
+        return name, key.encode()
+    return None, entry.encode()
+
+
 def _presented_key(conn: HTTPConnection) -> bytes | None:
     auth = conn.headers.get("authorization", "")
     if auth[:7].lower() == "bearer " and auth[7:].strip():
@@ -98,11 +114,20 @@ class Access:
 
     def __init__(self, settings: AccessSettings) -> None:
         self._settings = settings
-        keys = [key.get_secret_value().encode() for key in settings.api_keys]
-        relays = [key.get_secret_value().encode() for key in settings.relay_api_keys]
+        named = [(*_named(key.get_secret_value()), False) for key in settings.api_keys]
+        named += [(*_named(key.get_secret_value()), True) for key in settings.relay_api_keys]
+        keys = [key for _, key, relay in named if not relay]
+        relays = [key for _, key, relay in named if relay]
         # Compared as digests: one length for every key, whatever the presented one's.
-        self._keys = [(hashlib.sha256(k).digest(), _fingerprint(k), False) for k in keys]
-        self._keys += [(hashlib.sha256(k).digest(), _fingerprint(k), True) for k in relays]
+        self._keys = [
+            (
+                hashlib.sha256(k).digest(),
+                _fingerprint(k),
+                relay,
+                name or f"key-{_fingerprint(k)[:8]}",
+            )
+            for name, k, relay in named
+        ]
         self.keys_required = bool(self._keys)
         self.page_tokens: PageTokens | None = None
         if self.keys_required and settings.page_tokens:
@@ -122,9 +147,9 @@ class Access:
         presented = _presented_key(conn)
         if presented is not None:
             digest = hashlib.sha256(presented).digest()
-            for known, fingerprint, relay in self._keys:
+            for known, fingerprint, relay, name in self._keys:
                 if hmac.compare_digest(digest, known):
-                    return Caller(f"key:{fingerprint}", "relay" if relay else "key")
+                    return Caller(f"key:{fingerprint}", "relay" if relay else "key", name=name)
             return Unauthorized("wrong API key")
         token = conn.cookies.get(COOKIE) if self.page_tokens is not None else None
         if token is None or self.page_tokens is None:
@@ -135,7 +160,9 @@ class Access:
         renew = None
         if visit.expires - time.time() < self.page_tokens.ttl / 2:
             renew = self.page_cookie(conn, visit.visitor)
-        return Caller(f"page:{address}", "page", visitor=visit.visitor, renew_cookie=renew)
+        return Caller(
+            f"page:{address}", "page", visitor=visit.visitor, renew_cookie=renew, name="page"
+        )
 
     def key_refusal(self, conn: HTTPConnection) -> Unauthorized | None:
         """For the key-only endpoints (feedback, metrics, docs): a page token is no key."""

@@ -184,3 +184,17 @@ def test_the_start_warns_when_listening_beyond_loopback_without_keys() -> None:
     assert exposure_warning(bare, ["uvicorn", "app.main:app", "--host", "localhost"], {}) is None
     keyed = Settings(_env_file=None, api_keys="k")  # type: ignore[call-arg]
     assert exposure_warning(keyed, ["uvicorn", "app.main:app", "--host", "0.0.0.0"], {}) is None
+
+
+def test_a_named_key_labels_its_tokens_by_name_and_only_the_key_part_admits() -> None:
+    access = Access(Settings(_env_file=None, api_keys="web:k1,k2", relay_api_keys="backend:relay"))  # type: ignore[call-arg]
+    named = access.identify(_request(headers={"x-api-key": "k1"}))
+    plain = access.identify(_request(headers={"x-api-key": "k2"}))
+    relay = access.identify(_request(headers={"x-api-key": "relay"}))
+    whole = access.identify(_request(headers={"x-api-key": "web:k1"}))
+    assert isinstance(named, Caller) and named.name == "web" and named.kind == "key"
+    assert isinstance(relay, Caller) and relay.name == "backend" and relay.kind == "relay"
+    assert isinstance(plain, Caller) and plain.name.startswith("key-") and "k2" not in plain.name
+    assert isinstance(whole, Unauthorized)
+    anonymous = Access(Settings(_env_file=None)).identify(_request())  # type: ignore[call-arg]
+    assert isinstance(anonymous, Caller) and anonymous.name == "anonymous"

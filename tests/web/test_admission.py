@@ -10,9 +10,10 @@ from typing import Any
 import anyio
 import pytest
 
-from app.chat.plan import Reply
+from app.chat.plan import BaseInfoTurn, Reply
 from app.chat.turn import RecommendationService
 from app.config import Settings
+from app.domain.categories import Category
 from app.domain.errors import Overloaded, RateLimited, Refused
 from app.domain.events import Delta, Done, Failed, StreamEvent
 from app.web.access import Access, Caller
@@ -130,7 +131,8 @@ class _Generator:
 
 def _turn(admission: Admission, generator: _Generator, planner: _Planner | None = None) -> Any:
     service = RecommendationService(planner or _Planner(), generator)  # type: ignore[arg-type]
-    return service.base_info(None, admission.gate(A, "s"))  # type: ignore[arg-type]
+    turn = BaseInfoTurn("s", None, 0.0, "산", "사무직", Category.VEGAN)
+    return service.base_info(turn, admission.gate(A, "s"))
 
 
 async def test_the_slot_is_held_while_the_answer_generates_and_given_back_on_every_end() -> None:

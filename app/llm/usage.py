@@ -1,0 +1,42 @@
+"""One request's token usage, as vLLM reports it or as the stream showed it.
+
+vLLM sends the usage in the last event of a stream when asked (``stream_options.include_usage``,
+which every chat stream sends) and in every non-streamed answer. A stream the gateway closes
+early (the client left, a loop, a timeout) never gets there: its output is then the content
+events seen (vLLM sends one token per event, or several under load: a lower bound) and its
+input is unknown (0) unless vLLM said it, and ``reported`` stays False.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["TokenUsage"]
+
+
+@dataclass(slots=True)
+class TokenUsage:
+    """Filled by :class:`app.llm.client.LLMClient`, which counts it in ``gateway_llm_tokens``
+    under ``endpoint`` and ``client`` (bounded labels: never a session or a key)."""
+
+    endpoint: str = "other"
+    client: str = "anonymous"
+    model: str | None = None  # the model asked, once a request was sent
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reported: bool = False  # vLLM's own figures; False: counted from the stream
+    chunks: int = 0  # content events seen (the output when vLLM reports nothing)
+
+    def read(self, usage: Any) -> None:
+        """Take vLLM's ``usage`` object (``prompt_tokens``, ``completion_tokens``)."""
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int) and isinstance(completion, int):
+            self.input_tokens, self.output_tokens, self.reported = prompt, completion, True
+
+    def saw_chunk(self) -> None:
+        self.chunks += 1
+        if not self.reported:
+            self.output_tokens = self.chunks
