@@ -92,7 +92,7 @@ class UpstreamSettings(SamplingSettings):
     # A session's turns go to its own replica (rendezvous hash of the session id), where its
     # earlier turns are in vLLM's prefix cache, until that replica carries this many requests
     # in flight more than the least loaded one; then the least loaded gets the turn. 0: off
-    # (always the least loaded). Why 4: docs/operations-routing.md.
+    # (always the least loaded). Why 4: docs/operations.md "Routing".
     llm_affinity_slack: int = Field(4, ge=0)
     # Tokens per answer; None: what the composition needs (app/chat/generation.py).
     llm_max_tokens: int | None = Field(None, ge=16)
