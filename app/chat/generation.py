@@ -60,45 +60,46 @@ class Generator:
         self._metrics = metrics
         self._max_tokens = max_tokens  # LLM_MAX_TOKENS; None: what the composition needs
 
-    async def run(self, plan: TurnPlan) -> AsyncIterator[StreamEvent]:
+    async def run(self, plan: TurnPlan) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed; the
-        turn's log line (with its token usage) when it ends, however it ends."""
+        turn's log line (with its token usage) when it ends, however it ends. One generator:
+        each event passes through no more layers than it must."""
         usage = TokenUsage(plan.endpoint, plan.client)
-        outcome = "disconnected"
+        outcome = "disconnected"  # until its terminal event: the reader left first
+        display = _Display(plan)
         try:
-            async with aclosing(self._run(plan, usage)) as events:
-                async for event in events:
-                    if isinstance(event, Done):
-                        outcome = "close"
-                    elif isinstance(event, Failed):
-                        outcome = str(event.error.status)
-                    yield event
+            try:
+                async for shown in self._shown(plan, display, usage):
+                    yield Delta(shown)
+                result = None if display.guard.looping else display.scrubber.finish()
+            except GatewayError as exc:
+                log.warning("upstream failed (%s): %s", exc.status, exc.detail)
+                outcome = str(exc.status)
+                yield Failed(exc)
+                return
+            except Exception:
+                log.exception("recommendation stream failed")
+                outcome = "500"
+                yield Failed(InternalFailure("unexpected error in the stream"))
+                return
+            if early := display.unsaid_opening():  # the upstream ended without a token
+                yield Delta(early)
+            ending = self._ending(plan, display, result)
+            if isinstance(ending, GatewayError):
+                outcome = str(ending.status)
+                yield Failed(ending)
+                return
+            answer, added = ending
+            if added:
+                yield Delta(added)
+            await self._remember(plan, answer)
+            outcome = "close"
+            yield Done(close_payload(answer, plan.category))
         finally:
             _ended(plan, usage, outcome)
 
-    async def _run(self, plan: TurnPlan, usage: TokenUsage) -> AsyncGenerator[StreamEvent, None]:
-        display = _Display(plan)
-        try:
-            async for shown in self._shown(plan, display, usage):
-                yield Delta(shown)
-            result = None if display.guard.looping else display.scrubber.finish()
-        except GatewayError as exc:
-            log.warning("upstream failed (%s): %s", exc.status, exc.detail)
-            yield Failed(exc)
-            return
-        except Exception:
-            log.exception("recommendation stream failed")
-            yield Failed(InternalFailure("unexpected error in the stream"))
-            return
-        if early := display.unsaid_opening():  # the upstream ended without a token
-            yield Delta(early)
-        ending = self._ending(plan, display, result)
-        if isinstance(ending, GatewayError):
-            yield Failed(ending)
-            return
-        answer, added = ending
-        if added:
-            yield Delta(added)
+    async def _remember(self, plan: TurnPlan, answer: Answer) -> None:
+        """The turn in its session: what was said, and which challenges it showed."""
         titles = [item.title for item in answer.challenges]
         turn = Turn(
             user=plan.user_text,
@@ -107,7 +108,6 @@ class Generator:
             shown=plan.doc_ids(titles),
         )
         await self._sessions.record(plan.session_id, turn=turn)
-        yield Done(close_payload(answer, plan.category))
 
     async def _shown(
         self, plan: TurnPlan, display: _Display, usage: TokenUsage

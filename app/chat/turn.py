@@ -22,12 +22,12 @@ from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Protocol
 
 from opentelemetry import trace
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 
 from app.chat.generation import Generator
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.planning import Planner
-from app.domain.errors import Refused
+from app.domain.errors import GatewayError, Refused
 from app.domain.events import Done, Failed, StreamEvent
 
 __all__ = ["Gate", "RecommendationService"]
@@ -51,59 +51,65 @@ class RecommendationService:
         self._generator = generator
 
     def base_info(self, turn: BaseInfoTurn, gate: Gate) -> AsyncIterator[StreamEvent]:
-        return self._traced(turn, self._turn(lambda: self._planner.base_info(turn), gate))
+        return self._turn(turn, lambda: self._planner.base_info(turn), gate)
 
     def free_text(self, turn: FreeTextTurn, gate: Gate) -> AsyncIterator[StreamEvent]:
-        return self._traced(turn, self._turn(lambda: self._planner.free_text(turn), gate))
+        return self._turn(turn, lambda: self._planner.free_text(turn), gate)
 
-    async def _traced(
-        self, turn: BaseInfoTurn | FreeTextTurn, events: AsyncIterator[StreamEvent]
+    async def _turn(
+        self,
+        turn: BaseInfoTurn | FreeTextTurn,
+        plan: Callable[[], Awaitable[TurnPlan | Reply]],
+        gate: Gate,
     ) -> AsyncIterator[StreamEvent]:
-        """``events`` inside the turn's span (module docstring)."""
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.conversation.id": turn.session_id,
-            "gateway.endpoint": turn.endpoint,
-            "gateway.client": turn.client,
-        }
+        # One generator for the whole turn, span included: each event passes through no
+        # more layers than it must (bench/README.md "Tracing off and on").
         with _tracer.start_as_current_span(
             f"turn {turn.endpoint}",
-            attributes=attributes,
+            attributes=_attributes(turn),
             record_exception=False,
             set_status_on_exception=False,
         ) as span:
-            outcome = "disconnected"  # closed before its terminal event
             try:
-                async with aclosing(events):  # type: ignore[type-var]
-                    async for event in events:
-                        if isinstance(event, Done):
-                            outcome = "close"
-                        elif isinstance(event, Failed):
-                            outcome = str(event.error.status)
-                            span.set_status(Status(StatusCode.ERROR, type(event.error).__name__))
-                        yield event
-            finally:
-                span.set_attribute("gateway.outcome", outcome)
+                gate.check()  # before planning: a refusal costs no embedding
+                planned = await plan()
+            except Refused as refused:
+                _ended(span, refused.error)
+                yield Failed(refused.error)
+                return
+            if isinstance(planned, Reply):
+                _ended(span, None)
+                for event in planned.events:
+                    yield event
+                return
+            try:
+                async with gate.hold():  # checked again: planning took a while
+                    async with aclosing(self._generator.run(planned)) as events:
+                        async for event in events:
+                            if isinstance(event, Failed):
+                                _ended(span, event.error)
+                            elif isinstance(event, Done):
+                                _ended(span, None)
+                            yield event
+            except Refused as refused:  # raised on entering only: nothing was shown yet
+                _ended(span, refused.error)
+                yield Failed(refused.error)
 
-    async def _turn(
-        self, plan: Callable[[], Awaitable[TurnPlan | Reply]], gate: Gate
-    ) -> AsyncIterator[StreamEvent]:
-        try:
-            gate.check()  # before planning: a refusal costs no embedding
-            planned = await plan()
-        except Refused as refused:
-            yield Failed(refused.error)
-            return
-        if isinstance(planned, Reply):
-            for event in planned.events:
-                yield event
-            return
-        try:
-            async with gate.hold():  # checked again: planning took a while
-                # Closed here, not left to the collector: its end (the log line, the usage on
-                # the span) runs in the turn, once the reader has the terminal event.
-                async with aclosing(self._generator.run(planned)) as events:  # type: ignore[type-var]
-                    async for event in events:
-                        yield event
-        except Refused as refused:  # raised on entering only: nothing was shown yet
-            yield Failed(refused.error)
+
+def _attributes(turn: BaseInfoTurn | FreeTextTurn) -> dict[str, str]:
+    return {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": turn.session_id,
+        "gateway.endpoint": turn.endpoint,
+        "gateway.client": turn.client,
+        "gateway.outcome": "disconnected",  # until its terminal event: the reader left first
+    }
+
+
+def _ended(span: Span, error: GatewayError | None) -> None:
+    """The turn's outcome on its span: ``close``, or the error's status."""
+    if error is None:
+        span.set_attribute("gateway.outcome", "close")
+        return
+    span.set_attribute("gateway.outcome", str(error.status))
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
