@@ -49,7 +49,7 @@ from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
-from app.tracing import open_tracing
+from app.tracing import SERVER_TELEMETRY, open_tracing
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.admission import Admission
 from app.web.deps import ChatContext, FeedbackContext
@@ -85,7 +85,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             log.warning(warning)
         # Tracing first (OTEL_* variables only): it outlives every part, so spans of the
         # shutdown are exported too.
-        with open_tracing(app):
+        with open_tracing():
             async with _parts() as state:
                 yield state
 
@@ -165,6 +165,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # No redirect built from the Host header ("/health/" -> "http://<Host>/health"): a
         # path that is not a route is a 404.
         redirect_slashes=False,
+        telemetry=SERVER_TELEMETRY,  # the request's span, when tracing is on (app/tracing.py)
     )
     # Added innermost first: the request meets them in the opposite order.
     gated = set()

@@ -17,9 +17,19 @@ until then, the OTel idiom):
                OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL ``http/protobuf`` (the installed one;
                ``grpc`` needs opentelemetry-exporter-otlp-proto-grpc); endpoint, headers and
                timeout from the exporter's own OTEL_EXPORTER_OTLP_* variables
-    server     opentelemetry-instrumentation-fastapi: the request's span, a child of the
-               caller's ``traceparent`` (OTEL_PROPAGATORS, default tracecontext,baggage);
-               its per-message ``send``/``receive`` spans are left out (one per SSE frame)
+    server     FastAPI's own telemetry (``FastAPI(telemetry=...)``, :data:`SERVER_TELEMETRY`): the
+               request's span, a child of the caller's ``traceparent`` (OTEL_PROPAGATORS,
+               default tracecontext,baggage), ended with the response's last byte (an SSE
+               stream's end); no per-operation spans, metrics or logs of its own
+               (Prometheus and our logs have those); /health, /ready, /metrics untraced
+    redacted   the values of a request's query (``url.query``) except the few that name no
+               one's words: a free-text GET carries the user's message there
+               (:class:`RedactQuery`)
+
+Why FastAPI's own server span and not opentelemetry-instrumentation-fastapi: the same span
+from the framework itself, without a second middleware around every ASGI message (one per SSE
+frame) and FastAPI's walk of the middleware stack per request to find that middleware
+(bench/README.md "Tracing off and on").
 
 A provider already installed (``opentelemetry-instrument uvicorn app.main:app``, or a test) is
 used as it is and left to its owner.
@@ -31,11 +41,21 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from urllib.parse import parse_qsl, urlencode
 
-from fastapi import FastAPI
+from fastapi.telemetry import TelemetryConfig
 from opentelemetry import context, propagate, trace
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.trace import SpanKind
 
-__all__ = ["carrier", "context_of", "open_tracing", "tracing_wanted"]
+__all__ = [
+    "SERVER_TELEMETRY",
+    "RedactQuery",
+    "carrier",
+    "context_of",
+    "open_tracing",
+    "tracing_wanted",
+]
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +76,9 @@ def tracing_wanted(environ: Mapping[str, str]) -> list[str]:
     return [n for n in names if n != "none"]
 
 
-def _provider(environ: Mapping[str, str], exporters: list[str]) -> trace.TracerProvider:
-    # Imported here: the SDK is loaded only when tracing is on.
+def _provider(environ: Mapping[str, str], exporters: list[str]) -> TracerProvider:
+    # Imported here: the exporters are loaded only when tracing is on.
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-    from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import (
         BatchSpanProcessor,
         ConsoleSpanExporter,
@@ -97,42 +116,70 @@ def _provider(environ: Mapping[str, str], exporters: list[str]) -> trace.TracerP
     return provider
 
 
+_UNTRACED = frozenset({"/health", "/ready", "/metrics"})
+#: Query parameters whose values a trace may show: the base-info selections and the session.
+_SHOWN_PARAMETERS = frozenset({"sessionId", "location", "workType", "category"})
+
+#: FastAPI's own server span (``FastAPI(telemetry=SERVER_TELEMETRY)``): on whenever an SDK
+#: provider is installed, off (one check per request) otherwise.
+SERVER_TELEMETRY: TelemetryConfig = {
+    "tracing": True,
+    "operation_spans": False,  # dependency resolution, endpoint, serialization: 3 spans a turn
+    "metrics": False,  # Prometheus has them (app/metrics.py)
+    "logs": False,  # ours say what failed without the input (app/main.py)
+    "exclude": lambda scope: scope.get("path") in _UNTRACED,
+}
+
+
+class RedactQuery(SpanProcessor):
+    """Replaces the value of every query parameter but :data:`_SHOWN_PARAMETERS` in a span's
+    ``url.query`` as the span starts, before any exporter sees it: a free-text GET carries the
+    user's message there, and a trace backend is no place for what users write."""
+
+    def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
+        if span.kind is not SpanKind.SERVER or not span.attributes:
+            return
+        query = span.attributes.get("url.query")
+        if isinstance(query, str):
+            pairs = parse_qsl(query, keep_blank_values=True)
+            span.set_attribute(
+                "url.query",
+                urlencode([(k, v if k in _SHOWN_PARAMETERS else "REDACTED") for k, v in pairs]),
+            )
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pass
+
+
 @contextmanager
-def open_tracing(app: FastAPI, environ: Mapping[str, str] | None = None) -> Iterator[bool]:
+def open_tracing(environ: Mapping[str, str] | None = None) -> Iterator[bool]:
     """Tracing for the app's lifetime (see the module docstring); yields whether it is on.
     On exit, a provider built here is flushed and shut down."""
-    from opentelemetry.sdk.trace import TracerProvider as SdkProvider
-
     environ = os.environ if environ is None else environ
     current = trace.get_tracer_provider()
-    owned: SdkProvider | None = None
-    if not isinstance(current, SdkProvider):
-        exporters = tracing_wanted(environ)
-        if not exporters:
-            yield False
-            return
-        provider = _provider(environ, exporters)
-        assert isinstance(provider, SdkProvider)
-        trace.set_tracer_provider(provider)
-        owned = current = provider
-        log.info("tracing on: exporters %s", ", ".join(exporters))
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-
-    FastAPIInstrumentor.instrument_app(
-        app,
-        tracer_provider=current,
-        excluded_urls="/health,/ready,/metrics",
-        exclude_spans=["receive", "send"],
-    )
-    # Starlette built its middleware stack for the lifespan message already: build it again,
-    # with the instrumentation's middleware outermost, for the requests to come.
-    app.middleware_stack = app.build_middleware_stack()
+    if isinstance(current, TracerProvider):  # installed by its owner: used as it is
+        _redacting(current)
+        yield True
+        return
+    exporters = tracing_wanted(environ)
+    if not exporters:
+        yield False
+        return
+    provider = _redacting(_provider(environ, exporters))
+    trace.set_tracer_provider(provider)
+    log.info("tracing on: exporters %s", ", ".join(exporters))
     try:
         yield True
     finally:
-        FastAPIInstrumentor.uninstrument_app(app)  # builds the stack again, without it
-        if owned is not None:
-            owned.shutdown()
+        provider.shutdown()
+
+
+def _redacting(provider: TracerProvider) -> TracerProvider:
+    """``provider`` with a :class:`RedactQuery` (added once)."""
+    if not getattr(provider, "_eco_redacting", False):
+        provider.add_span_processor(RedactQuery())
+        provider._eco_redacting = True  # type: ignore[attr-defined]
+    return provider
 
 
 def carrier() -> dict[str, str]:

@@ -24,13 +24,18 @@ Writes bench/results/overhead.json and overhead.png.
 ``--tracing`` compares instead the gateway with tracing off and on (issue 26), in one run:
 direct, ``gateway`` (no OTEL_* variable) and ``gateway-traced`` (OTEL_TRACES_EXPORTER=otlp,
 http/protobuf to a sink in this process that answers 200, OTEL_TRACES_SAMPLER=always_on: every
-turn's spans built and exported). Writes bench/results/overhead_tracing.json.
+turn's spans built and exported), in ``--rounds`` rounds (default 6), the arm that goes first
+alternating, each arm a fresh gateway process: one process's CPU per chunk differs from the
+next one's by up to ~15 % with the same code, so one phase per arm cannot tell 10 % apart. The
+ratio on/off is per round (the two arms next to each other); the table gives its median and
+range. Writes bench/results/overhead_tracing.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import statistics
 import sys
 import threading
 import time
@@ -48,7 +53,9 @@ CHUNKS = 40  # content chunks per answer: 2 s per stream
 STREAMS_PER_WORKER = {1: 20, 10: 6, 100: 3}
 GATEWAY_ENV = {"MAX_CONCURRENT_GENERATIONS": "1000", "LLM_MAX_CONNECTIONS": "1000"}
 PATHS = ("direct", "gateway", "litellm")
-TRACING_PATHS = ("direct", "gateway", "gateway-traced")
+#: --tracing: 1 stream is mostly the idle process's timers, so 10 and 100 streams.
+TRACING_LEVELS = "10,100"
+TRACING_TURNS = 1
 IDLE_SECONDS = 3.0  # before each phase: the proxy's CPU with no traffic, subtracted per chunk
 
 
@@ -65,21 +72,20 @@ def _spec(port: int, path: str, concurrency: int, streams: int) -> dict[str, Any
 
 
 @contextlib.contextmanager
-def _proxy(path: str, up: h.Proc, args: argparse.Namespace) -> Iterator[h.Proc | None]:
+def _proxy(
+    path: str, up: h.Proc, args: argparse.Namespace, otlp_endpoint: str = ""
+) -> Iterator[h.Proc | None]:
     """The process that serves ``path`` (none for direct), for that path's phases only."""
     if path == "gateway":
         with h.gateway(up.url + "/v1", env=GATEWAY_ENV, loop=args.loop, http=args.http) as gw:
             yield gw
     elif path == "gateway-traced":
-        with (
-            _otlp_sink() as endpoint,
-            h.gateway(
-                up.url + "/v1",
-                env={**GATEWAY_ENV, **_tracing_env(endpoint)},
-                loop=args.loop,
-                http=args.http,
-            ) as gw,
-        ):
+        with h.gateway(
+            up.url + "/v1",
+            env={**GATEWAY_ENV, **_tracing_env(otlp_endpoint)},
+            loop=args.loop,
+            http=args.http,
+        ) as gw:
             yield gw
     elif path == "litellm":
         with h.litellm(up.url + "/v1") as ll:
@@ -256,47 +262,103 @@ def _plot(rows: list[dict[str, Any]], out: Path) -> None:
     plt.close(fig)
 
 
-def _tracing_summary(rows: list[dict[str, Any]], result: dict[str, Any], levels: list[int]) -> None:
-    """Tracing off and on, per concurrency: CPU per chunk and added TTFT against direct."""
-    _print(rows)
+def _tracing_rounds(args: argparse.Namespace, levels: list[int], result: dict[str, Any]) -> None:
+    """Direct once per concurrency, then both gateways alive side by side for ``args.rounds``
+    rounds of a phase each, alternating which goes first: the two phases of a round are
+    seconds apart, so the machine's drift cancels in their ratio; per concurrency, the median
+    of each arm and of the per-round ratio on/off."""
+    rows: list[dict[str, Any]] = []
+    with (
+        _otlp_sink() as endpoint,
+        h.upstream(interval=INTERVAL, chunks=CHUNKS) as up,
+        contextlib.ExitStack() as stack,
+    ):
+        for c in levels:
+            print(f"  direct, {c} concurrent...", file=sys.stderr)
+            rows.append(_phase("direct", up.port, None, up, c, _streams(c, args)))
+        proxies = {
+            path: stack.enter_context(_proxy(path, up, args, endpoint))
+            for path in ("gateway", "gateway-traced")
+        }
+        for n in range(args.rounds):
+            arms = ("gateway", "gateway-traced") if n % 2 == 0 else ("gateway-traced", "gateway")
+            for c in levels:
+                for path in arms:
+                    proxy = proxies[path]
+                    assert proxy is not None
+                    print(f"  round {n + 1}: {path}, {c} concurrent...", file=sys.stderr)
+                    phase = _phase(path, proxy.port, proxy, up, c, _streams(c, args))
+                    rows.append({**phase, "round": n})
+        for path, proxy in proxies.items():
+            assert proxy is not None
+            result[f"{path}_log_errors"] = [
+                line
+                for line in proxy.log_text().splitlines()
+                if "Traceback" in line or "ERROR" in line
+            ][:20]
+    result["otlp_exports"] = _Sink.exports
     direct = {r["concurrency"]: r for r in rows if r["path"] == "direct"}
     summary: dict[str, Any] = {}
+    print(
+        f"\n{'streams':>7}  {'CPU µs/chunk off: median (range)':>34}  {'on: median (range)':>22}  "
+        f"{'on/off per round: median (range)':>34}  {'added TTFT p50 ms off / on':>26}"
+    )
     for c in levels:
-        by = {r["path"]: r for r in rows if r["concurrency"] == c}
-        off, on = by["gateway"], by["gateway-traced"]
-        summary[str(c)] = {
-            path: {
-                "cpu_us_per_chunk": r["proxy_cpu_us_per_chunk"],
-                "cpu_us_per_chunk_minus_idle": r["proxy_cpu_us_per_chunk_minus_idle"],
-                "added_ttft_ms": {
-                    q: round(_added(r, direct[c], "ttft_us", q), 2) for q in ("p50", "p99")
-                },
-            }
-            for path, r in (("off", off), ("on", on))
+        arm = {
+            path: [r for r in rows if r["path"] == path and r["concurrency"] == c]
+            for path in ("gateway", "gateway-traced")
         }
-        summary[str(c)]["cpu_ratio_on_to_off"] = round(
+        cpu = {p: [r["proxy_cpu_us_per_chunk_minus_idle"] for r in arm[p]] for p in arm}
+        ratios = [
             on["proxy_cpu_us_per_chunk_minus_idle"]
-            / max(off["proxy_cpu_us_per_chunk_minus_idle"], 1e-9),
-            3,
+            / max(off["proxy_cpu_us_per_chunk_minus_idle"], 1e-9)
+            for off, on in zip(arm["gateway"], arm["gateway-traced"], strict=True)
+        ]
+        ttft = {
+            p: statistics.median(_added(r, direct[c], "ttft_us", "p50") for r in arm[p])
+            for p in arm
+        }
+        summary[str(c)] = {
+            "cpu_us_per_chunk_minus_idle": {"off": cpu["gateway"], "on": cpu["gateway-traced"]},
+            "cpu_ratio_on_to_off_per_round": [round(x, 3) for x in ratios],
+            "cpu_ratio_on_to_off_median": round(statistics.median(ratios), 3),
+            "added_ttft_p50_ms_median": {
+                "off": round(ttft["gateway"], 2),
+                "on": round(ttft["gateway-traced"], 2),
+            },
+        }
+
+        def spread(xs: list[float], fmt: str = ".0f") -> str:
+            return f"{statistics.median(xs):{fmt}} ({min(xs):{fmt}}–{max(xs):{fmt}})"
+
+        print(
+            f"{c:>7}  {spread(cpu['gateway']):>34}  {spread(cpu['gateway-traced']):>22}  "
+            f"{spread(ratios, '.3f'):>34}  {ttft['gateway']:>12.2f} / {ttft['gateway-traced']:.2f}"
         )
-    print(f"\ntracing off/on: {summary}")
+    print(f"OTLP exports received: {_Sink.exports}", file=sys.stderr)
     result["summary"] = summary
     result["rows"] = h.strip_cdf(rows)
     out = h.write_result("overhead_tracing", result)
     print(f"wrote {out.relative_to(h.ROOT)}")
 
 
+def _streams(concurrency: int, args: argparse.Namespace) -> int:
+    streams = STREAMS_PER_WORKER.get(concurrency, 4) * (TRACING_TURNS if args.tracing else 1)
+    return max(1, streams // 4) if args.quick else streams
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer streams per phase")
     parser.add_argument("--no-litellm", action="store_true")
-    parser.add_argument("--concurrency", default="1,10,100")
+    parser.add_argument("--concurrency", help="default 1,10,100 (--tracing: 10,100)")
     parser.add_argument("--loop", default="uvloop", choices=["asyncio", "uvloop"])
     parser.add_argument("--http", default="httptools", choices=["h11", "httptools"])
     parser.add_argument("--tracing", action="store_true", help="gateway with tracing off and on")
+    parser.add_argument("--rounds", type=int, default=6, help="--tracing: rounds of both arms")
     args = parser.parse_args()
-    levels = [int(x) for x in args.concurrency.split(",")]
-    paths = TRACING_PATHS if args.tracing else PATHS
+    default_levels = TRACING_LEVELS if args.tracing else "1,10,100"
+    levels = [int(x) for x in (args.concurrency or default_levels).split(",")]
     use_litellm = not args.tracing and not args.no_litellm and h.litellm_available()
     if not args.tracing and not args.no_litellm and not use_litellm:
         print("LiteLLM venv missing (scripts/install_litellm.sh): path (c) skipped")
@@ -308,34 +370,30 @@ def main() -> None:
         "note": "upstream, gateway, LiteLLM and the load generator share the same 2 cores; "
         "paths run one after another, each proxy alive only for its own phases",
     }
+    if args.tracing:
+        result["rounds"] = args.rounds
+        _tracing_rounds(args, levels, result)
+        return
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
     with h.upstream(interval=INTERVAL, chunks=CHUNKS) as up:
         # One path at a time, each proxy alive only for its own phases: an idle LiteLLM
         # beside the gateway took CPU from the gateway's phases (its timers and flushes).
-        for path in paths:
+        for path in PATHS:
             if path == "litellm" and not use_litellm:
                 continue
             with _proxy(path, up, args) as proxy:
                 port = proxy.port if proxy else up.port
                 for c in levels:
-                    streams = STREAMS_PER_WORKER.get(c, 4)
-                    if args.quick:
-                        streams = max(1, streams // 4)
                     print(f"  {path}, {c} concurrent...", file=sys.stderr)
-                    rows.append(_phase(path, port, proxy, up, c, streams))
+                    rows.append(_phase(path, port, proxy, up, c, _streams(c, args)))
                 if path.startswith("gateway") and proxy is not None:
                     result[f"{path}_log_errors"] = [
                         line
                         for line in proxy.log_text().splitlines()
                         if "Traceback" in line or "ERROR" in line
                     ][:20]
-    rows.sort(key=lambda r: (r["concurrency"], paths.index(r["path"])))
-    if args.tracing:
-        print(f"OTLP exports received: {_Sink.exports}", file=sys.stderr)
-        result["otlp_exports"] = _Sink.exports
-        _tracing_summary(rows, result, levels)
-        return
+    rows.sort(key=lambda r: (r["concurrency"], PATHS.index(r["path"])))
     result["wall_s"] = round(time.monotonic() - started, 1)
     result["loadavg_after"] = h.loadavg()
     _print(rows)

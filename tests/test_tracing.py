@@ -142,6 +142,10 @@ async def test_one_trace_per_turn_parented_to_the_callers_span(
     )
     assert float(counted["input"]) == attributes["gen_ai.usage.input_tokens"]
     assert float(counted["output"]) == attributes["gen_ai.usage.output_tokens"]
+    # What the user wrote never reaches the trace backend: the query keeps the session only.
+    query = str((server.attributes or {})["url.query"])
+    assert "message=REDACTED" in query and "sessionId=trace-s1" in query, query
+    assert all("플로깅" not in str(v) for s in spans for v in (s.attributes or {}).values())
 
 
 async def test_a_client_that_leaves_closes_the_turns_spans_and_its_tokens_count(

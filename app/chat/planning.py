@@ -249,6 +249,8 @@ class Planner:
         """The best candidates for the session's situation, searched scope after scope
         (:func:`_scopes`) until one holds any. A scope without a category (``more``, when the
         category has no fitting challenge left) moves the answer to its best hit's category."""
+        if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
+            return category, ()
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
             hits = await self._search(query, scope)
             if hits is None:  # the store failed: no use asking it again
