@@ -152,6 +152,13 @@ class Metrics:
             ["upstream"],
             registry=r,
         )
+        self.upstream_affinity = Counter(
+            "gateway_upstream_affinity",
+            "chat turns by where session affinity sent them (several replicas only): home, "
+            "busy (gave way to the least loaded), moved (its replica was down)",
+            ["outcome"],
+            registry=r,
+        )
 
     def watch_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self.registry.register(_LoopTasks(loop))

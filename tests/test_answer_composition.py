@@ -172,3 +172,44 @@ async def test_another_field_is_one_with_challenges_that_fit(
         assert {c["category"] for c in other["challenges"]} - {"VEGAN"}
         for title in _titles(other):
             assert "산" in CATALOGUE[title].locations and "영업직" in CATALOGUE[title].work_types
+
+
+async def test_each_prompt_begins_with_the_whole_of_the_last_one(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    """The conversation is replayed word for word (what vLLM's prefix cache can reuse on the
+    session's replica), in a window of PROMPT_HISTORY_TURNS (3) that restarts from the newest
+    turn once it is full, rather than sliding every turn."""
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c6"}
+    base = {**session, "location": "도시", "workType": "사무직", "category": "ZERO_WASTE"}
+    turns = [(BASE, base)] + [
+        (FREE, {**session, "message": message})
+        for message in ("다른 챌린지도 있어?", "회사에서 할 수 있는 거", "더 쉬운 거", "집에서는?")
+    ]
+    sent: list[list[dict[str, str]]] = []
+    replies: list[str] = []
+    for path, params in turns:
+        _answer(await read_stream(http, path, params))
+        body = scripted.chat_requests[-1]["body"]
+        sent.append(body["messages"])
+        enum = _title_enum_of(body)
+        picked = [{"title": enum[i]} for i in (0, 1, 2) if i < len(enum)]
+        replies.append(json.dumps({"challenges": picked}, ensure_ascii=False))
+    for n in (1, 2, 3):  # the window grows: the last prompt, its reply, the new question
+        previous = sent[n - 1]
+        assert sent[n][: len(previous)] == previous
+        assert sent[n][len(previous)] == {"role": "assistant", "content": replies[n - 1]}
+        assert len(sent[n]) == len(previous) + 2
+    # Full (3 replayed): the fifth starts again from the fourth turn alone.
+    examples = len(sent[0]) - 1
+    assert sent[4][:examples] == sent[0][:examples]
+    assert sent[4][examples:-1] == [
+        sent[3][-1],
+        {"role": "assistant", "content": replies[3]},
+    ]
+
+
+def _title_enum_of(body: dict[str, Any]) -> list[str]:
+    schema = body["response_format"]["json_schema"]["schema"]
+    return list(schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"])

@@ -92,20 +92,27 @@ class Generator:
             answer, added = ending
             if added:
                 yield Delta(added)
-            await self._remember(plan, answer)
+            whole = result is not None and not result.truncated  # not salvaged
+            await self._remember(plan, answer, display.said() if whole else "")
             outcome = "close"
             yield Done(close_payload(answer, plan.category))
         finally:
             _ended(plan, usage, outcome)
 
-    async def _remember(self, plan: TurnPlan, answer: Answer) -> None:
-        """The turn in its session: what was said, and which challenges it showed."""
+    async def _remember(self, plan: TurnPlan, answer: Answer, reply: str) -> None:
+        """The turn in its session: what was said, which challenges it showed, and, for a
+        ``titles`` prompt to replay, the exchange as the model had it (``reply``: its own
+        text; empty for an answer the gateway salvaged)."""
         titles = [item.title for item in answer.challenges]
+        replayable = plan.composition == "titles" and bool(reply)
         turn = Turn(
             user=plan.user_text,
             assistant=answer.model_dump_json(),
             category=plan.category,
             shown=plan.doc_ids(titles),
+            asked=plan.messages[-1]["content"] if replayable else "",
+            reply=reply if replayable else "",
+            replayed=plan.replayed,
         )
         await self._sessions.record(plan.session_id, turn=turn)
 
@@ -184,8 +191,14 @@ class _Display:
         # Shown with the model's first token: an upstream that fails before it has said
         # anything leaves nothing on screen but the error.
         self._opening = plan.recommend
+        self._pieces: list[str] = []  # the model's own text, for the session (a replay)
+
+    def said(self) -> str:
+        """What the model wrote, as it wrote it."""
+        return "".join(self._pieces)
 
     def feed(self, piece: str) -> str:
+        self._pieces.append(piece)
         text = self.scrubber.feed(piece)
         if self._opening:
             text, self._opening = self._opening + text, None

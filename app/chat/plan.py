@@ -70,6 +70,7 @@ class TurnPlan:
     max_picks: int
     grounded: bool  # titles restricted to the candidates' (a JSON-schema enum)
     user_text: str  # what the session remembers of the user's side of the turn
+    replayed: int = 0  # earlier turns the prompt replays word for word (app/chat/planning.py)
     recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
     endpoint: str = "other"  # the token counters' labels (the turn's)
     client: str = "anonymous"

@@ -33,7 +33,7 @@ from app.chat.intent import (
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
 from app.chat.recommend import Opening, compose_recommend
-from app.chat.sessions import SessionState, SessionStore
+from app.chat.sessions import SessionState, SessionStore, Turn
 from app.config import ChatSettings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
@@ -165,6 +165,7 @@ class Planner:
             work_type=state.work_type,
             previous=_previous_exchange(state) if follow_up else None,
             history=mine[-keep:] if keep else (),
+            replay=_replay(state.turns, keep),
         )
 
     async def _understand(
@@ -304,6 +305,7 @@ class Planner:
         # model writes the whole answer.
         composition = settings.answer_composition if prompt.candidates else "descriptions"
         picks = settings.answer_challenges
+        messages = answer_messages(prompt, composition, examples=settings.prompt_examples)
         recommend = compose_recommend(opening) if composition == "titles" else None
         return TurnPlan(
             session_id=turn.session_id,
@@ -313,7 +315,8 @@ class Planner:
             started=turn.started,
             category=prompt.category,
             candidates=tuple(prompt.candidates),
-            messages=tuple(answer_messages(prompt, composition, examples=settings.prompt_examples)),
+            messages=tuple(messages),
+            replayed=len(prompt.replay) if composition == "titles" else 0,
             composition=composition,
             # "그 중에 제일 쉬운 건?": the one that answers it, not the same list again.
             min_picks=1 if among else min(picks, len(prompt.candidates)) or 1,
@@ -354,6 +357,26 @@ def _scopes(
         if scope not in tried:
             tried.add(scope)
             yield scope
+
+
+def _replay(turns: tuple[Turn, ...], keep: int) -> tuple[Turn, ...]:
+    """The earlier turns a ``titles`` prompt replays (at most ``keep``): those the last turn's
+    prompt replayed, and the last turn, so that this prompt begins with the whole of the last
+    one (vLLM's prefix cache has it on the session's replica). Past ``keep``, the window starts
+    again from the newest ``keep // 2`` (at least one): it moves in steps, each costing the
+    cache once, rather than by a turn every turn, which would cost it every turn. A turn with
+    nothing to replay (salvaged, or stored by an older release) ends the window."""
+    if keep <= 0 or not turns:
+        return ()
+    count = turns[-1].replayed + 1
+    if count > keep:
+        count = max(1, keep // 2)
+    window: list[Turn] = []
+    for turn in reversed(turns[-count:]):
+        if not turn.asked:
+            break
+        window.append(turn)
+    return tuple(reversed(window))
 
 
 def _previous_exchange(state: SessionState) -> tuple[str, list[str]] | None:

@@ -4,6 +4,11 @@ The system prompt and the worked example come first and never change, so vLLM's 
 serves them to every request; what is particular to the turn (the user's situation, the
 category, the message, the candidate challenges) comes last, in one user message.
 
+In the ``titles`` composition the conversation's earlier exchanges come in between, word for
+word as the model had them (each turn's user message and the model's own reply), so that a
+turn's prompt begins with the whole of the previous turn's: on the replica that served it
+(app/llm/upstreams.py) vLLM prefills only what is new. Which turns: app/chat/planning.py.
+
 By composition (``app/llm/schema.py``): ``titles`` asks for the chosen titles only and
 ``recommend`` for a short recommend too (the catalogue supplies each description; the model
 sees the candidates' titles, not their text, so it has nothing to re-type); ``descriptions``
@@ -35,7 +40,8 @@ class PromptInput:
     work_type: str | None = None
     # The conversation's last exchange, for a follow-up: the user's words and the titles shown.
     previous: tuple[str, Sequence[str]] | None = None
-    history: Sequence[Turn] = ()  # replayed in the model composition only
+    history: Sequence[Turn] = ()  # replayed in the descriptions composition
+    replay: Sequence[Turn] = ()  # replayed in the titles composition (their asked / reply)
 
 
 _TITLES_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
@@ -138,7 +144,12 @@ def answer_messages(
     (the titles and recommend compositions)."""
     if composition != "descriptions":
         question: ChatMessage = {"role": "user", "content": _question(turn, with_bodies=False)}
-        return [*_examples(composition, examples), question]
+        replayed: list[ChatMessage] = []
+        if composition == "titles":
+            for earlier in turn.replay:
+                replayed.append({"role": "user", "content": earlier.asked})
+                replayed.append({"role": "assistant", "content": earlier.reply})
+        return [*_examples(composition, examples), *replayed, question]
     history: list[ChatMessage] = []
     for earlier in turn.history:
         history.append({"role": "user", "content": earlier.user})

@@ -8,8 +8,8 @@ Data layout, two keys per session, both under one hash tag so they share a clust
     {prefix}{<session_id>}:meta    hash   base_category, category (Category codes),
                                           location, work_type, updated_ms (server clock)
     {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code, [shown doc
-                                          ids]]`` per turn, oldest first (older releases wrote
-                                          no ids, or no code)
+                                          ids], asked, reply, replayed]`` per turn, oldest
+                                          first (older releases wrote fewer fields)
 
 Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
 to ``max_turns``, ``PEXPIRE`` both keys, read the result back), and Redis runs a script with
@@ -95,12 +95,17 @@ def _turn(raw: object) -> Turn | None:
     code = rest[0] if rest and isinstance(rest[0], str) else None
     ids = rest[1] if len(rest) > 1 and isinstance(rest[1], list) else []
     shown = tuple(i for i in ids if isinstance(i, str))
-    return Turn(user, assistant, _category(code), shown)
+    extra = rest[2:5]  # an older release wrote none
+    asked, reply, replayed = extra if len(extra) == 3 else ("", "", 0)
+    if not (isinstance(asked, str) and isinstance(reply, str) and isinstance(replayed, int)):
+        asked, reply, replayed = "", "", 0
+    return Turn(user, assistant, _category(code), shown, asked, reply, replayed)
 
 
 def _turn_json(turn: Turn) -> str:
     code = turn.category.code if turn.category is not None else ""
-    return json.dumps([turn.user, turn.assistant, code, list(turn.shown)], ensure_ascii=False)
+    fields = [turn.user, turn.assistant, code, list(turn.shown)]
+    return json.dumps([*fields, turn.asked, turn.reply, turn.replayed], ensure_ascii=False)
 
 
 class RedisSessionStore(SessionStore):

@@ -32,6 +32,13 @@ class Turn:
     assistant: str
     category: Category | None = None  # the answer's category (None: stored by an older release)
     shown: tuple[str, ...] = ()  # the doc ids of the challenges the answer showed
+    # The exchange as the model had it, for a later prompt to replay word for word (its
+    # prefix then is this turn's prompt: app/chat/planning.py): the last user message sent
+    # upstream, the model's own text ("" for a turn not to replay), and how many earlier
+    # turns that prompt replayed.
+    asked: str = ""
+    reply: str = ""
+    replayed: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,8 @@ replica with the highest rendezvous (highest-random-weight) hash of (key, replic
 state is kept, every gateway process agrees, and a replica going down moves only its own
 sessions. Affinity gives way to the least-loaded rule when the key's replica carries
 ``LLM_AFFINITY_SLACK`` or more requests in flight above the least loaded one (0: off).
-The other replicas follow it in the usual order, for failover.
+The other replicas follow it in the usual order, for failover. ``gateway_upstream_affinity``
+counts each keyed choice: ``home``, ``busy`` (gave way) or ``moved`` (its replica was down).
 
 Health: a background task GETs ``{replica}/models`` every ``LLM_HEALTH_INTERVAL`` seconds.
 A failed check, or a real request that cannot connect, marks the replica down at once;
@@ -109,6 +110,7 @@ class UpstreamPool:
         self._timeout = check_timeout
         self._slack = affinity_slack
         self._turn = itertools.count()
+        self._affinity = metrics.upstream_affinity
         self._task: asyncio.Task[None] | None = None
         for upstream in self.replicas:
             metrics.upstream_outstanding.labels(upstream.label).set(0)
@@ -141,12 +143,20 @@ class UpstreamPool:
         start = next(self._turn) % len(live)
         rotated = live[start:] + live[:start]
         ordered = sorted(rotated, key=lambda u: u.outstanding)  # stable: ties keep the turn
-        if key is None or self._slack <= 0 or len(ordered) == 1:
+        if key is None or self._slack <= 0 or len(self.replicas) == 1:
             return ordered
         home = max(live, key=lambda u: _weight(key, u.base_url))
         if home.outstanding - ordered[0].outstanding >= self._slack:
+            self._affinity.labels("busy").inc()
             return ordered  # its cache is worth less than the queue it would join
+        if len(live) < len(self.replicas) and home is not self._home(key):
+            self._affinity.labels("moved").inc()  # its own replica is down: the next one
+        else:
+            self._affinity.labels("home").inc()
         return [home, *(u for u in ordered if u is not home)]
+
+    def _home(self, key: str) -> Upstream:
+        return max(self.replicas, key=lambda u: _weight(key, u.base_url))
 
     def acquire(self, upstream: Upstream) -> None:
         upstream.outstanding += 1

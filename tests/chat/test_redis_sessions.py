@@ -136,6 +136,15 @@ async def test_record_returns_what_load_reads(make_store: MakeStore) -> None:
     assert abs(loaded.updated_at - recorded.updated_at) < 1
 
 
+async def test_a_turn_keeps_the_exchange_to_replay(make_store: MakeStore) -> None:
+    store = await make_store(max_turns=5)
+    turn = Turn(
+        "q", "a", Category.VEGAN, ("d1",), asked="상황: …\n후보: …", reply='{"c": 1}', replayed=2
+    )
+    await store.record("s", turn=turn)
+    assert (await store.load("s")).turns == (turn,)
+
+
 async def test_a_turn_keeps_its_category_and_older_turns_read_without_one(
     redis_url: str, make_redis: _Stores
 ) -> None:

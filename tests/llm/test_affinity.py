@@ -120,3 +120,31 @@ def test_when_every_replica_is_down_the_key_still_orders_them() -> None:
     candidates = pool.candidates(key)
     assert sorted(u.base_url for u in candidates) == sorted(URLS)  # best effort: all tried
     assert len({_first(pool, key).base_url for _ in range(5)}) == 1
+
+
+def test_each_keyed_choice_is_counted_by_where_it_went() -> None:
+    metrics = Metrics()
+    pool = UpstreamPool(URLS, httpx.AsyncClient(), metrics, affinity_slack=2)
+
+    def counted(outcome: str) -> float:
+        return (
+            metrics.registry.get_sample_value(
+                "gateway_upstream_affinity_total", {"outcome": outcome}
+            )
+            or 0.0
+        )
+
+    key = SESSIONS[0]
+    home = _home(pool, key)
+    pool.candidates(None)  # no key (feedback): not an affinity choice
+    assert (counted("home"), counted("busy"), counted("moved")) == (1, 0, 0)  # _home's own
+    pool.acquire(home)
+    pool.acquire(home)
+    pool.candidates(key)  # 2 above the least loaded: gives way
+    pool.release(home)
+    pool.release(home)
+    pool.mark_down(home, "test")
+    assert _first(pool, key) is not home  # its replica is down: the next of its ranking
+    pool.mark_up(home)
+    assert _first(pool, key) is home
+    assert (counted("home"), counted("busy"), counted("moved")) == (2, 1, 1)
