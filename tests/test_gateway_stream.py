@@ -52,7 +52,7 @@ async def test_base_info_streams_display_text_then_close(
     (request,) = scripted.chat_requests
     body = request["body"]
     assert body["stream"] is True
-    assert body["stream_options"] == {"include_usage": True}
+    assert body["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
     for field in ("temperature", "top_p", "top_k", "repetition_penalty", "max_tokens"):
         assert field in body, field
     assert body["response_format"]["type"] == "json_schema"

@@ -148,24 +148,50 @@ async def test_one_trace_per_turn_parented_to_the_callers_span(
     assert all("플로깅" not in str(v) for s in spans for v in (s.attributes or {}).values())
 
 
-async def test_a_client_that_leaves_closes_the_turns_spans_and_its_tokens_count(
-    gateway: httpx.AsyncClient, exporter: InMemorySpanExporter, upstream: ScriptedUpstreamThread
-) -> None:
-    upstream.set_scenario("slow", token_delay=0.02)
+async def _leave_after_the_first_text(gateway: httpx.AsyncClient) -> ReadableSpan:
+    """A base-info turn whose client hangs up at its first text; the turn's span."""
     gateway.headers["traceparent"] = TRACEPARENT
     params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
     async with gateway.stream("GET", BASE_INFO, params=params) as response:  # then hang up
         async for line in response.aiter_lines():
             if line.startswith("event: challenge"):
                 break
-    turn = await _ended(exporter, "turn base-info")
+    return await _ended(exporter=_EXPORTER, name="turn base-info")
+
+
+async def test_a_client_that_leaves_closes_the_turns_spans_and_its_tokens_count(
+    gateway: httpx.AsyncClient, exporter: InMemorySpanExporter, upstream: ScriptedUpstreamThread
+) -> None:
+    upstream.set_scenario("slow", token_delay=0.02)
+    turn = await _leave_after_the_first_text(gateway)
     attempt = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
     assert (turn.attributes or {})["gateway.outcome"] == "disconnected"
     assert (attempt.attributes or {})["gateway.aborted"] is True
     assert attempt.end_time is not None and turn.end_time is not None
     assert attempt.end_time <= turn.end_time
+    # vLLM's usage in every event (continuous_usage_stats): the prompt and the tokens made so
+    # far are exact, though the stream never reached its last event.
+    attributes = turn.attributes or {}
+    prompt, output = (
+        attributes["gen_ai.usage.input_tokens"],
+        attributes["gen_ai.usage.output_tokens"],
+    )
+    assert isinstance(prompt, int) and prompt > 0
+    assert isinstance(output, int) and output > 0
+    metrics = (await gateway.get("/metrics")).text
+    assert 'gateway_llm_usage_unreported_total{endpoint="base-info"}' not in metrics
+    assert f'endpoint="base-info",type="input"}} {float(prompt)}' in metrics
+    assert f'endpoint="base-info",type="output"}} {float(output)}' in metrics
+
+
+async def test_an_upstream_without_usage_is_counted_from_the_stream(
+    gateway: httpx.AsyncClient, exporter: InMemorySpanExporter, upstream: ScriptedUpstreamThread
+) -> None:
+    upstream.set_scenario("slow", token_delay=0.02, include_usage=False)
+    turn = await _leave_after_the_first_text(gateway)
     output = (turn.attributes or {})["gen_ai.usage.output_tokens"]
-    assert isinstance(output, int) and output > 0  # counted from the stream: no usage came
+    assert isinstance(output, int) and output > 0  # the content events seen
+    assert (turn.attributes or {})["gen_ai.usage.input_tokens"] == 0  # unknown
     metrics = (await gateway.get("/metrics")).text
     assert 'gateway_llm_usage_unreported_total{endpoint="base-info"} 1.0' in metrics
     assert f'endpoint="base-info",type="output"}} {float(output)}' in metrics

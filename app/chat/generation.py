@@ -60,11 +60,10 @@ class Generator:
         self._metrics = metrics
         self._max_tokens = max_tokens  # LLM_MAX_TOKENS; None: what the composition needs
 
-    async def run(self, plan: TurnPlan) -> AsyncGenerator[StreamEvent, None]:
+    async def run(self, plan: TurnPlan, usage: TokenUsage) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed; the
-        turn's log line (with its token usage) when it ends, however it ends. One generator:
-        each event passes through no more layers than it must."""
-        usage = TokenUsage(plan.endpoint, plan.client)
+        turn's log line (with its token usage, filled into ``usage``) when it ends, however it
+        ends. One generator: each event passes through no more layers than it must."""
         outcome = "disconnected"  # until its terminal event: the reader left first
         display = _Display(plan)
         try:

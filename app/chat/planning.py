@@ -147,9 +147,10 @@ class Planner:
         candidates: tuple[Hit, ...],
     ) -> PromptInput:
         """A free-text turn's prompt: a follow-up in the same category sees the last exchange;
-        the turns replayed are those of this category only (answers about another one would
-        be copied by a small model; turns stored without a category count as the current
-        one's)."""
+        the descriptions composition replays the turns of this category only (answers about
+        another one would be copied by a small model; turns stored without a category count
+        as the current one's); the titles composition replays the conversation's last turns
+        word for word when PROMPT_REPLAY_TURNS asks (:func:`_replay`)."""
         follow_up = intent.kind in _FOLLOW_UPS and category is state.category
         keep = self._settings.prompt_history_turns
         mine = [
@@ -165,7 +166,7 @@ class Planner:
             work_type=state.work_type,
             previous=_previous_exchange(state) if follow_up else None,
             history=mine[-keep:] if keep else (),
-            replay=_replay(state.turns, keep),
+            replay=_replay(state.turns, self._settings.prompt_replay_turns),
         )
 
     async def _understand(
@@ -360,9 +361,10 @@ def _scopes(
 
 
 def _replay(turns: tuple[Turn, ...], keep: int) -> tuple[Turn, ...]:
-    """The earlier turns a ``titles`` prompt replays (at most ``keep``): those the last turn's
-    prompt replayed, and the last turn, so that this prompt begins with the whole of the last
-    one (vLLM's prefix cache has it on the session's replica). Past ``keep``, the window starts
+    """The earlier turns a ``titles`` prompt replays (at most ``keep``: PROMPT_REPLAY_TURNS):
+    those the last turn's prompt replayed, and the last turn, so that this prompt begins with
+    the whole of the last one (vLLM's prefix cache has it on the session's replica; the model's
+    reply and what follows are prefilled again). Past ``keep``, the window starts
     again from the newest ``keep // 2`` (at least one): it moves in steps, each costing the
     cache once, rather than by a turn every turn, which would cost it every turn. A turn with
     nothing to replay (salvaged, or stored by an older release) ends the window."""

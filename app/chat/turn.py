@@ -29,6 +29,7 @@ from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.planning import Planner
 from app.domain.errors import GatewayError, Refused
 from app.domain.events import Done, Failed, StreamEvent
+from app.llm.usage import TokenUsage
 
 __all__ = ["Gate", "RecommendationService"]
 
@@ -41,8 +42,9 @@ class Gate(Protocol):
     def check(self) -> None:
         """Raises the refusal a slot would get now, taking nothing."""
 
-    def hold(self) -> AbstractAsyncContextManager[None]:
-        """A slot while the block runs (the answer generates)."""
+    def hold(self, usage: TokenUsage) -> AbstractAsyncContextManager[None]:
+        """A slot while the block runs (the answer generates); ``usage``, what it spent, is
+        counted against the caller's token budget when it ends."""
 
 
 class RecommendationService:
@@ -82,9 +84,10 @@ class RecommendationService:
                 for event in planned.events:
                     yield event
                 return
+            usage = TokenUsage(planned.endpoint, planned.client)
             try:
-                async with gate.hold():  # checked again: planning took a while
-                    async with aclosing(self._generator.run(planned)) as events:
+                async with gate.hold(usage):  # checked again: planning took a while
+                    async with aclosing(self._generator.run(planned, usage)) as events:
                         async for event in events:
                             if isinstance(event, Failed):
                                 _ended(span, event.error)

@@ -119,7 +119,9 @@ def chat_payload(
         "model": model,
         "messages": list(messages),
         "stream": True,
-        "stream_options": {"include_usage": True},
+        # The usage in every event, not only after the last: a stream the gateway closes early
+        # (the client left, a loop, a timeout) still knows its prompt and output exactly.
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
         "temperature": s.llm_temperature,
         "top_p": s.llm_top_p,
         "top_k": s.llm_top_k,
@@ -148,9 +150,9 @@ def _content_of(event: bytes, usage: TokenUsage | None = None) -> str | None:
     choices = chunk.get("choices")
     if not isinstance(choices, list):
         raise UpstreamFailed(f"upstream event without choices: {event[:200]!r}")
-    if not choices:  # the usage chunk
-        if usage is not None:
-            usage.read(chunk.get("usage"))
+    if usage is not None and "usage" in chunk:  # every event's (continuous_usage_stats)
+        usage.read(chunk["usage"])
+    if not choices:  # the last usage event
         return None
     choice = choices[0]
     delta = choice.get("delta") if isinstance(choice, dict) else None

@@ -1,10 +1,12 @@
 """One request's token usage, as vLLM reports it or as the stream showed it.
 
-vLLM sends the usage in the last event of a stream when asked (``stream_options.include_usage``,
-which every chat stream sends) and in every non-streamed answer. A stream the gateway closes
-early (the client left, a loop, a timeout) never gets there: its output is then the content
-events seen (vLLM sends one token per event, or several under load: a lower bound) and its
-input is unknown (0) unless vLLM said it, and ``reported`` stays False.
+vLLM sends the usage in every event of a stream when asked (``stream_options.include_usage``
+with ``continuous_usage_stats``, which every chat stream sends: the prompt and the tokens so
+far) and in every non-streamed answer, so a stream the gateway closes early (the client left,
+a loop, a timeout) is counted exactly up to where it stopped. An upstream that reports nothing
+(another server, or a stream closed before its first event) is counted from the stream: its
+output is the content events seen (one token per event, or more under load: a lower bound),
+its input unknown (0), and ``reported`` stays False.
 """
 
 from __future__ import annotations

@@ -235,8 +235,8 @@ async def _start(
 ) -> tuple[AsyncIterator[StreamEvent], dict[str, str], str]:
     """The turn's events for ``body``, the headers that name its session and request, and
     who may resume its stream. Checked in order: the caller (401: a stranger learns nothing
-    else), the session id (422), the rates (429), the input (400/422); the generation slots
-    (429/503) as the turn runs."""
+    else), the session id (422), the rates and the key's token budget (429), the input
+    (400/422); the generation slots (429/503) as the turn runs."""
     started = time.monotonic()
     request_id = current_request_id()
     session_id, bad_session = _session(body.sessionId)
@@ -249,6 +249,7 @@ async def _start(
         if bad_session is not None:
             raise bad_session
         await admission.rates(caller, session_id)
+        await admission.budget(caller)
         known = {"endpoint": endpoint, "client": caller.name}
         if isinstance(body, BaseInfoBody):
             place, work, chosen = _base_info_turn(body)

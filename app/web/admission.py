@@ -4,6 +4,7 @@
     who        the caller: API key, the page's visitor token, or the address     401
                (app/web/access.py)
     how often  requests per user and per client (app/web/limits.py)               429
+    how much   model tokens per API key and window, KEY_TOKEN_BUDGET (limits.py)  429
     how many   generations at once, each holding a slot in every pool it is in:
                  everyone              MAX_CONCURRENT_GENERATIONS                  503
                  its client            CLIENT_GENERATIONS_SHARE of that            429
@@ -11,11 +12,11 @@
                  all page visitors     PAGE_GENERATIONS_SHARE (under keys)         503
                  its session (or its page visitor)  SESSION_MAX_CONCURRENT         429
 
-A chat turn meets them in this order (app/chat/turn.py): the caller and the rates before
-anything else (a stranger learns nothing, a refusal costs nothing); a look at the pools before
-the turn is planned (a refusal costs no embedding); a slot in each pool once it is planned,
-held while the answer generates and given back however it ends (its terminal event, the
-client leaving, shutdown, an error). Refused at once rather than queued: open streams keep
+A chat turn meets them in this order (app/chat/turn.py): the caller, the rates and the token
+budget before anything else (a stranger learns nothing, a refusal costs nothing); a look at
+the pools before the turn is planned (a refusal costs no embedding); a slot in each pool once
+it is planned, held while the answer generates and given back however it ends (its terminal
+event, the client leaving, shutdown, an error), when what it spent is added to its budget. Refused at once rather than queued: open streams keep
 their speed, and the client (EventSource or relay) gets ``retryAfterSeconds``, not a silent
 wait.
 
@@ -38,6 +39,7 @@ from starlette.requests import HTTPConnection
 
 from app.config import AccessSettings
 from app.domain.errors import Overloaded, RateLimited, Refused, Unauthorized
+from app.llm.usage import TokenUsage
 from app.web.access import Access, Caller
 from app.web.limits import Limits
 
@@ -87,6 +89,11 @@ class Admission:
         if (refusal := await self.limits.admit(caller, session_id)) is not None:
             raise Refused(refusal)
 
+    async def budget(self, caller: Caller) -> None:
+        """Raises the 429 when ``caller``'s API key has spent its token budget."""
+        if (refusal := await self.limits.budget_left(caller)) is not None:
+            raise Refused(refusal)
+
     async def page_load(self, caller: Caller) -> None:
         """Counts a page load against its client alone (it mints a visitor); raises the 429."""
         if (refusal := await self.limits.admit_client(caller)) is not None:
@@ -115,7 +122,7 @@ class Admission:
                     SESSION_BUSY_MESSAGE,
                 )
             )
-        return Gate(self, tuple(pool for pool in pools if pool.cap > 0))
+        return Gate(self, tuple(pool for pool in pools if pool.cap > 0), caller)
 
     def held(self, pool: str) -> int:
         """Slots held now in ``pool`` ("all", "client:<client>", "page", ...)."""
@@ -146,22 +153,27 @@ class Admission:
 class Gate:
     """One generation's way through the pools (``app.chat.turn.Gate``)."""
 
-    def __init__(self, admission: Admission, pools: tuple[_Pool, ...]) -> None:
+    def __init__(self, admission: Admission, pools: tuple[_Pool, ...], caller: Caller) -> None:
         self._admission = admission
         self._pools = pools
+        self._caller = caller
 
     def check(self) -> None:
         """Raises the refusal a slot would get now, taking nothing."""
         self._admission._check(self._pools)
 
     @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
-        """A slot in every pool while the block runs; raises the refusal instead."""
+    async def hold(self, usage: TokenUsage) -> AsyncIterator[None]:
+        """A slot in every pool while the block runs; raises the refusal instead. What the
+        block spent (``usage``, filled as it runs) counts against the caller's budget."""
         self._admission._take(self._pools)
         try:
             yield
         finally:
             self._admission._give(self._pools)
+            limits = self._admission.limits
+            if limits.budgeted(self._caller):
+                await limits.spend(self._caller, usage)
 
 
 def _cap(total: int, share: float) -> int:

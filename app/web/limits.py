@@ -6,6 +6,7 @@ bucket exists) and before any retrieval or upstream call; each refusal is one ``
 
     more than RATE_LIMIT_PER_MINUTE from one user                    -> 429, retryAfterSeconds
     more than CLIENT_RATE_LIMIT_PER_MINUTE from one client           -> 429, retryAfterSeconds
+    an API key that spent KEY_TOKEN_BUDGET model tokens in its window -> 429, retryAfterSeconds
 
 (How many generations are held at once, by everyone, one client or one session, is
 ``app.web.admission``, which also asks this module.)
@@ -21,6 +22,12 @@ at most ``burst`` requests within the time the bucket takes to refill, and at mo
 ``per_minute`` within a minute. The counters live in the process, or in Redis when REDIS_URL
 is set, so that all gateway processes share them. When Redis cannot be reached the request is
 admitted (logged): a rate limit must not take the service down with it.
+
+The token budget is a fixed window of KEY_TOKEN_BUDGET_SECONDS (a day by default) per API key
+(relay keys too; callers without a key have none: their rates bound them): a turn is admitted
+while the key has spent less than its budget, and what the turn spent (vLLM's prompt and output
+tokens, app/llm/usage.py) is added when it ends, so the last turn may pass the budget by its
+own size, as LiteLLM's budgets do.
 
 Bounded: each process tracks at most RATE_LIMIT_MAX_IDENTITIES users and clients at once; past
 it, the one seen least recently is forgotten (its counters cleared, in Redis too), as nginx's
@@ -38,10 +45,11 @@ from contextlib import asynccontextmanager
 
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
 
 from app.config import AccessSettings
 from app.domain.errors import RateLimited
+from app.llm.usage import TokenUsage
 from app.redis_client import LIMITS, RedisConnector
 from app.web.access import Caller
 
@@ -50,6 +58,7 @@ __all__ = ["Limits", "open_limits", "rate_items"]
 log = logging.getLogger(__name__)
 
 _REDIS_PREFIX = "eco:limits"
+TOKENS_SPENT_MESSAGE = "이 키로 쓸 수 있는 답변 분량을 모두 썼어요. 잠시 뒤에 다시 시도해 주세요."
 
 
 def rate_items(per_minute: float, burst: int) -> list[RateLimitItem]:
@@ -92,7 +101,8 @@ class Limits:
     """The checks of the module docstring; counters in ``storage`` (in memory by default)."""
 
     def __init__(self, settings: AccessSettings, storage: Storage | None = None) -> None:
-        limiter = MovingWindowRateLimiter(storage or MemoryStorage())
+        storage = storage or MemoryStorage()
+        limiter = MovingWindowRateLimiter(storage)
         s = settings
         self._per_user = _RateLimit(
             "user", limiter, rate_items(s.rate_limit_per_minute, s.rate_limit_burst)
@@ -102,6 +112,12 @@ class Limits:
         )
         self._max_identities = s.rate_limit_max_identities
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()  # least recent first
+        self._budget = (
+            RateLimitItemPerSecond(s.key_token_budget, s.key_token_budget_seconds)
+            if s.key_token_budget
+            else None
+        )
+        self._spent = FixedWindowRateLimiter(storage)
 
     @property
     def tracked(self) -> int:
@@ -120,6 +136,37 @@ class Limits:
     async def admit_client(self, caller: Caller) -> RateLimited | None:
         """Counts one request against the client alone (a page load: it mints a visitor)."""
         return await self._hit(self._per_client, caller.client, caller.client)
+
+    def budgeted(self, caller: Caller) -> bool:
+        """Whether ``caller``'s turns count against a token budget (an API key's, when set)."""
+        return self._budget is not None and caller.kind in ("key", "relay")
+
+    async def budget_left(self, caller: Caller) -> RateLimited | None:
+        """The refusal when ``caller``'s key has spent its token budget, or None."""
+        if self._budget is None or not self.budgeted(caller):
+            return None
+        try:
+            if await self._spent.test(self._budget, "tokens", caller.client):
+                return None
+            stats = await self._spent.get_window_stats(self._budget, "tokens", caller.client)
+        except Exception:
+            log.warning("token budget store unavailable; request admitted", exc_info=True)
+            return None
+        return RateLimited(
+            f"token budget of {caller.client} spent",
+            retry_after=_whole(stats.reset_time - time.time()),
+            message=TOKENS_SPENT_MESSAGE,
+        )
+
+    async def spend(self, caller: Caller, usage: TokenUsage) -> None:
+        """Adds what a turn of ``caller`` spent to its key's budget."""
+        tokens = usage.input_tokens + usage.output_tokens
+        if self._budget is None or not self.budgeted(caller) or tokens <= 0:
+            return
+        try:
+            await self._spent.hit(self._budget, "tokens", caller.client, cost=tokens)
+        except Exception:
+            log.warning("token budget store unavailable; %d tokens not counted", tokens)
 
     async def _hit(self, limit: _RateLimit, identity: str, client: str) -> RateLimited | None:
         if not limit.on:

@@ -23,6 +23,7 @@ from app.config import Settings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
 from app.llm.client import build_http_client
+from app.llm.usage import TokenUsage
 from app.metrics import Metrics
 from app.rag.lexical import LexicalEmbedder
 from app.rag.retriever import EmbedderBusy, Hit
@@ -111,7 +112,7 @@ class _Open:
         pass
 
     @asynccontextmanager
-    async def hold(self) -> AsyncIterator[None]:
+    async def hold(self, usage: TokenUsage) -> AsyncIterator[None]:
         yield
 
 

@@ -97,6 +97,29 @@ def test_streaming_chat_structured_output(vllm_server: VLLMServer) -> None:
     assert json.loads(text).keys() == {"recommend", "challenges"}
 
 
+def test_continuous_usage_gives_every_event_the_usage_so_far(vllm_server: VLLMServer) -> None:
+    # What the gateway asks for (app/llm/client.py): a stream closed early still knows its
+    # prompt and output exactly from the last event it read.
+    body: dict[str, Any] = {
+        "model": SERVED_MODEL_NAME,
+        "messages": MESSAGES,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        "max_tokens": 24,
+        "ignore_eos": True,
+    }
+    with httpx.stream(
+        "POST", f"{vllm_server.base_url}/chat/completions", json=body, timeout=60
+    ) as r:
+        assert r.status_code == 200, r.read()
+        chunks = [json.loads(data) for data in sse_data(r) if data != "[DONE]"]
+    final = chunks[-1]["usage"]
+    assert final["completion_tokens"] == 24
+    assert all(c["usage"]["prompt_tokens"] == final["prompt_tokens"] > 0 for c in chunks)
+    made = [c["usage"]["completion_tokens"] for c in chunks]
+    assert made == sorted(made) and made[-1] == 24  # the tokens so far, never less
+
+
 def test_client_abort_frees_the_request(vllm_server: VLLMServer) -> None:
     """Closing the connection mid-stream aborts the request in vLLM at once."""
     body = {

@@ -324,6 +324,11 @@ def _wants_usage(body: Any) -> bool:
     return isinstance(opts, dict) and bool(opts.get("include_usage"))
 
 
+def _wants_continuous_usage(body: Any) -> bool:
+    """vLLM's ``continuous_usage_stats``: the usage so far in every event."""
+    return _wants_usage(body) and bool(body["stream_options"].get("continuous_usage_stats"))
+
+
 def _title_enum(schema: dict[str, Any]) -> list[str]:
     for definition in schema.get("$defs", {}).values():
         title = definition.get("properties", {}).get("title", {})
@@ -1043,6 +1048,8 @@ class ScriptedUpstream:
         if p["first_delay"]:
             await asyncio.sleep(float(p["first_delay"]))
         chunks = _ChunkFactory(f"chatcmpl-scripted-{request_id}", self.model_id)
+        continuous = bool(p["include_usage"]) and _wants_continuous_usage(body)
+        prompt_tokens = _prompt_tokens(body)
         await s.event(chunks.role())
 
         token_delay = float(p["token_delay"])
@@ -1068,10 +1075,13 @@ class ScriptedUpstream:
                 text = text[:room]
             if token_delay:
                 await asyncio.sleep(token_delay)
-            await s.event(chunks.content(text))
+            completion_tokens += ntok
+            event = chunks.content(text)
+            if continuous:
+                event["usage"] = chunks.usage(prompt_tokens, completion_tokens)["usage"]
+            await s.event(event)
             sent_content += 1
             chars_sent += len(text)
-            completion_tokens += ntok
 
         if name == "inband_error":
             await s.event({"error": openai_error(p["message"], int(p["code"]), p["error_type"])})
@@ -1092,7 +1102,7 @@ class ScriptedUpstream:
 
         await s.event(chunks.finish(p["finish_reason"]))
         if p["include_usage"] and _wants_usage(body):
-            await s.event(chunks.usage(_prompt_tokens(body), completion_tokens))
+            await s.event(chunks.usage(prompt_tokens, completion_tokens))
         await s.done()
         await s.end()
         return "completed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, aclosing
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -16,6 +17,7 @@ from app.config import Settings
 from app.domain.categories import Category
 from app.domain.errors import Overloaded, RateLimited, Refused
 from app.domain.events import Delta, Done, Failed, StreamEvent
+from app.llm.usage import TokenUsage
 from app.web.access import Access, Caller
 from app.web.admission import Admission
 from app.web.limits import Limits
@@ -38,7 +40,7 @@ def _admission(**overrides: object) -> Admission:
 
 async def _refusal(admission: Admission, caller: Caller, session: str) -> Refused:
     with pytest.raises(Refused) as refused:
-        async with admission.gate(caller, session).hold():
+        async with admission.gate(caller, session).hold(TokenUsage()):
             pass
     return refused.value
 
@@ -47,14 +49,14 @@ async def test_a_client_holds_at_most_its_share_and_others_are_served() -> None:
     admission = _admission()
     async with AsyncExitStack() as held:
         for n in range(4):
-            await held.enter_async_context(admission.gate(A, f"s{n}").hold())
+            await held.enter_async_context(admission.gate(A, f"s{n}").hold(TokenUsage()))
         assert admission.held("client:ip:10.0.0.1") == 4
         refused = (await _refusal(admission, A, "s9")).error
         assert isinstance(refused, RateLimited)
         assert refused.status == 429 and refused.data == {"retryAfterSeconds": 2.0}
         with pytest.raises(Refused):
             admission.gate(A, "s9").check()  # a look, taking nothing
-        async with admission.gate(B, "s0").hold():
+        async with admission.gate(B, "s0").hold(TokenUsage()):
             assert admission.held("all") == 5, "another client is served"
     assert admission.held("client:ip:10.0.0.1") == 0 and admission.held("all") == 0
 
@@ -63,7 +65,7 @@ async def test_everyone_together_holds_max_concurrent_generations() -> None:
     admission = _admission(client_generations_share=1.0)  # no share of its own: the 503 speaks
     async with AsyncExitStack() as held:
         for n in range(8):
-            await held.enter_async_context(admission.gate(A, f"s{n}").hold())
+            await held.enter_async_context(admission.gate(A, f"s{n}").hold(TokenUsage()))
         refused = (await _refusal(admission, B, "s0")).error
         assert type(refused) is Overloaded and refused.status == 503
 
@@ -72,10 +74,10 @@ async def test_a_session_holds_session_max_concurrent() -> None:
     admission = _admission()
     async with AsyncExitStack() as held:
         for _ in range(2):
-            await held.enter_async_context(admission.gate(A, "s").hold())
+            await held.enter_async_context(admission.gate(A, "s").hold(TokenUsage()))
         refused = (await _refusal(admission, A, "s")).error
         assert isinstance(refused, RateLimited) and "이전 답변" in refused.message
-        async with admission.gate(B, "s").hold():
+        async with admission.gate(B, "s").hold(TokenUsage()):
             pass  # the same session id from another client is another session
 
 
@@ -84,7 +86,7 @@ async def test_a_relay_key_gets_the_larger_share() -> None:
     relay = Caller("key:abc", "relay")
     async with AsyncExitStack() as held:
         for n in range(6):  # a client: 4
-            await held.enter_async_context(admission.gate(relay, f"s{n}").hold())
+            await held.enter_async_context(admission.gate(relay, f"s{n}").hold(TokenUsage()))
         await _refusal(admission, relay, "s9")
 
 
@@ -93,14 +95,14 @@ async def test_page_visitors_hold_their_own_slots_and_the_page_its_share() -> No
     visitors = [Caller(f"page:ip:10.0.0.{n}", "page", visitor=f"{n:032d}") for n in range(3)]
     async with AsyncExitStack() as held:
         for n in range(2):
-            await held.enter_async_context(admission.gate(visitors[0], f"s{n}").hold())
+            await held.enter_async_context(admission.gate(visitors[0], f"s{n}").hold(TokenUsage()))
         one = (await _refusal(admission, visitors[0], "s9")).error
         assert one.status == 429, "one visitor: SESSION_MAX_CONCURRENT at once, any session"
         for n in range(2):
-            await held.enter_async_context(admission.gate(visitors[1], f"s{n}").hold())
+            await held.enter_async_context(admission.gate(visitors[1], f"s{n}").hold(TokenUsage()))
         full = (await _refusal(admission, visitors[2], "s0")).error
         assert isinstance(full, Overloaded) and full.status == 503, "the page holds half"
-        async with admission.gate(A, "s0").hold():
+        async with admission.gate(A, "s0").hold(TokenUsage()):
             pass  # key holders and addresses are served
 
 
@@ -112,7 +114,7 @@ class _Planner:
 
     async def base_info(self, turn: Any) -> Any:
         self.planned += 1
-        return self.reply or "plan"
+        return self.reply or SimpleNamespace(endpoint="base-info", client="anonymous")
 
 
 class _Generator:
@@ -120,7 +122,7 @@ class _Generator:
         self.gate = gate
         self.fail = fail
 
-    async def run(self, plan: Any) -> AsyncIterator[StreamEvent]:
+    async def run(self, plan: Any, usage: TokenUsage) -> AsyncIterator[StreamEvent]:
         yield Delta("a")
         if self.fail:
             raise RuntimeError("boom")
@@ -173,7 +175,7 @@ async def test_the_slot_is_held_while_the_answer_generates_and_given_back_on_eve
 async def test_a_full_pool_refuses_before_planning_and_a_reply_takes_no_slot() -> None:
     admission = _admission(max_concurrent_generations=2)
     planner = _Planner()
-    async with admission.gate(A, "other").hold():
+    async with admission.gate(A, "other").hold(TokenUsage()):
         events = [e async for e in _turn(admission, _Generator(), planner)]
     assert len(events) == 1 and isinstance(events[0], Failed) and events[0].error.status == 429
     assert planner.planned == 0, "a refusal costs no embedding"
@@ -185,3 +187,41 @@ async def test_a_full_pool_refuses_before_planning_and_a_reply_takes_no_slot() -
         held_during.append(admission.held("all"))
         assert not isinstance(event, Failed)
     assert held_during == [0, 0]
+
+
+def _spent(tokens: int) -> TokenUsage:
+    usage = TokenUsage()
+    usage.read({"prompt_tokens": tokens - tokens // 4, "completion_tokens": tokens // 4})
+    return usage
+
+
+async def test_a_key_that_spent_its_token_budget_is_refused_until_its_window_ends() -> None:
+    admission = _admission(key_token_budget=1_000, key_token_budget_seconds=3_600)
+    key, other = Caller("key:aaaa", "key"), Caller("key:bbbb", "relay")
+    await admission.budget(key)  # nothing spent yet
+    async with admission.gate(key, "s").hold(_spent(600)):
+        pass
+    await admission.budget(key)  # 600 of 1,000: still admitted
+    async with admission.gate(key, "s").hold(_spent(600)):
+        pass  # the last turn may pass the budget by its own size
+    with pytest.raises(Refused) as refused:
+        await admission.budget(key)
+    error = refused.value.error
+    assert isinstance(error, RateLimited) and error.status == 429
+    assert 3_500 <= error.retry_after <= 3_600  # the window's end
+    await admission.budget(other)  # every key its own budget
+    await admission.budget(A)  # a caller without a key has none (its rates bound it)
+
+
+async def test_no_budget_by_default_and_a_cancelled_turn_counts_what_it_spent() -> None:
+    unbudgeted = _admission()
+    key = Caller("key:aaaa", "key")
+    async with unbudgeted.gate(key, "s").hold(_spent(10**9)):
+        pass
+    await unbudgeted.budget(key)
+    admission = _admission(key_token_budget=100)
+    with pytest.raises(RuntimeError):  # the turn ended by an error after spending
+        async with admission.gate(key, "s").hold(_spent(150)):
+            raise RuntimeError("client left")
+    with pytest.raises(Refused):
+        await admission.budget(key)
