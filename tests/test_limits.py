@@ -162,3 +162,22 @@ async def test_with_redis_the_counters_kept_are_bounded_too(redis_url: str) -> N
         await client.aclose()
     # Two windows (burst and minute) per user and per client tracked, no more.
     assert 0 < len(keys) <= 2 * 100, len(keys)
+
+
+async def test_with_redis_a_keys_token_budget_is_shared_by_every_process(redis_url: str) -> None:
+    from app.llm.usage import TokenUsage
+
+    settings = _settings(redis_url=redis_url, api_keys=["relay:k-1"], key_token_budget=500)
+    key = _caller(_request(key="k-1"), settings)
+    spent = TokenUsage()
+    spent.read({"prompt_tokens": 400, "completion_tokens": 200})
+    async with (
+        open_limits(settings, _redis(settings)) as one,
+        open_limits(settings, _redis(settings)) as two,
+    ):
+        assert await two.budget_left(key) is None
+        await one.spend(key, spent)  # 600 of 500, spent through the first process
+        refusal = await two.budget_left(key)  # refused by the second
+        assert isinstance(refusal, RateLimited) and refusal.retry_after > 86_000
+        address = _caller(_request("10.0.0.9"), settings.model_copy(update={"api_keys": []}))
+        assert await two.budget_left(address) is None  # no key, no budget
