@@ -92,7 +92,7 @@ class Generator:
             if added:
                 yield Delta(added)
             whole = result is not None and not result.truncated  # not salvaged
-            await self._remember(plan, answer, display.said() if whole else "")
+            await self._remember(plan, answer, display.said() if whole and plan.replays else "")
             outcome = "close"
             yield Done(close_payload(answer, plan.category))
         finally:
@@ -100,10 +100,10 @@ class Generator:
 
     async def _remember(self, plan: TurnPlan, answer: Answer, reply: str) -> None:
         """The turn in its session: what was said, which challenges it showed, and, for a
-        ``titles`` prompt to replay, the exchange as the model had it (``reply``: its own
-        text; empty for an answer the gateway salvaged)."""
+        prompt that replays the conversation, the exchange as the model had it (``reply``: its
+        own text; empty when not replayed, or for an answer the gateway salvaged)."""
         titles = [item.title for item in answer.challenges]
-        replayable = plan.composition == "titles" and bool(reply)
+        replayable = plan.replays and bool(reply)
         turn = Turn(
             user=plan.user_text,
             assistant=answer.model_dump_json(),
@@ -190,14 +190,16 @@ class _Display:
         # Shown with the model's first token: an upstream that fails before it has said
         # anything leaves nothing on screen but the error.
         self._opening = plan.recommend
-        self._pieces: list[str] = []  # the model's own text, for the session (a replay)
+        # The model's own text, for a prompt that replays the conversation.
+        self._pieces: list[str] | None = [] if plan.replays else None
 
     def said(self) -> str:
-        """What the model wrote, as it wrote it."""
-        return "".join(self._pieces)
+        """What the model wrote, as it wrote it (when the plan replays the conversation)."""
+        return "".join(self._pieces or ())
 
     def feed(self, piece: str) -> str:
-        self._pieces.append(piece)
+        if self._pieces is not None:
+            self._pieces.append(piece)
         text = self.scrubber.feed(piece)
         if self._opening:
             text, self._opening = self._opening + text, None

@@ -70,7 +70,10 @@ class TurnPlan:
     max_picks: int
     grounded: bool  # titles restricted to the candidates' (a JSON-schema enum)
     user_text: str  # what the session remembers of the user's side of the turn
-    replayed: int = 0  # earlier turns the prompt replays word for word (app/chat/planning.py)
+    # The titles prompt replays the conversation (PROMPT_REPLAY_TURNS; app/chat/planning.py):
+    # the session keeps this exchange word for word; ``replayed`` earlier ones are in it.
+    replays: bool = False
+    replayed: int = 0
     recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
     endpoint: str = "other"  # the token counters' labels (the turn's)
     client: str = "anonymous"

