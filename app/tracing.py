@@ -32,7 +32,7 @@ frame) and FastAPI's walk of the middleware stack per request to find that middl
 (bench/README.md "Tracing off and on").
 
 A provider already installed (``opentelemetry-instrument uvicorn app.main:app``, or a test) is
-used as it is and left to its owner.
+used as it is, with :class:`RedactQuery` added, and left to its owner.
 """
 
 from __future__ import annotations

