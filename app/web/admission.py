@@ -16,9 +16,9 @@ A chat turn meets them in this order (app/chat/turn.py): the caller, the rates a
 budget before anything else (a stranger learns nothing, a refusal costs nothing); a look at
 the pools before the turn is planned (a refusal costs no embedding); a slot in each pool once
 it is planned, held while the answer generates and given back however it ends (its terminal
-event, the client leaving, shutdown, an error), when what it spent is added to its budget. Refused at once rather than queued: open streams keep
-their speed, and the client (EventSource or relay) gets ``retryAfterSeconds``, not a silent
-wait.
+event, the client leaving, shutdown, an error), when what it spent is added to its budget.
+Refused at once rather than queued: open streams keep their speed, and the client
+(EventSource or relay) gets ``retryAfterSeconds``, not a silent wait.
 
 Why pools: a rate limit bounds how often a client asks, not how many streams it keeps open;
 one client with slow streams could otherwise hold every slot until LLM_TOTAL_TIMEOUT. The
