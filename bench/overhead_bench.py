@@ -55,7 +55,6 @@ GATEWAY_ENV = {"MAX_CONCURRENT_GENERATIONS": "1000", "LLM_MAX_CONNECTIONS": "100
 PATHS = ("direct", "gateway", "litellm")
 #: --tracing: 1 stream is mostly the idle process's timers, so 10 and 100 streams.
 TRACING_LEVELS = "10,100"
-TRACING_TURNS = 1
 IDLE_SECONDS = 3.0  # before each phase: the proxy's CPU with no traffic, subtracted per chunk
 
 
@@ -343,7 +342,7 @@ def _tracing_rounds(args: argparse.Namespace, levels: list[int], result: dict[st
 
 
 def _streams(concurrency: int, args: argparse.Namespace) -> int:
-    streams = STREAMS_PER_WORKER.get(concurrency, 4) * (TRACING_TURNS if args.tracing else 1)
+    streams = STREAMS_PER_WORKER.get(concurrency, 4)
     return max(1, streams // 4) if args.quick else streams
 
 

@@ -92,7 +92,7 @@ class Generator:
             if added:
                 yield Delta(added)
             whole = result is not None and not result.truncated  # not salvaged
-            await self._remember(plan, answer, display.said() if whole and plan.replays else "")
+            await self._remember(plan, answer, display.said() if whole else "")
             outcome = "close"
             yield Done(close_payload(answer, plan.category))
         finally:
@@ -103,7 +103,7 @@ class Generator:
         prompt that replays the conversation, the exchange as the model had it (``reply``: its
         own text; empty when not replayed, or for an answer the gateway salvaged)."""
         titles = [item.title for item in answer.challenges]
-        replayable = plan.replays and bool(reply)
+        replayable = bool(reply)  # said() is empty unless the plan replays
         turn = Turn(
             user=plan.user_text,
             assistant=answer.model_dump_json(),

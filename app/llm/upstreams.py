@@ -82,6 +82,11 @@ def _weight(key: str, replica: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+def _home(key: str, replicas: Sequence[Upstream]) -> Upstream:
+    """The replica of ``replicas`` that ``key`` ranks first."""
+    return max(replicas, key=lambda u: _weight(key, u.base_url))
+
+
 class UpstreamPool:
     """The replicas and their health; ``async with`` runs the health check task.
 
@@ -145,18 +150,15 @@ class UpstreamPool:
         ordered = sorted(rotated, key=lambda u: u.outstanding)  # stable: ties keep the turn
         if key is None or self._slack <= 0 or len(self.replicas) == 1:
             return ordered
-        home = max(live, key=lambda u: _weight(key, u.base_url))
+        home = _home(key, live)
         if home.outstanding - ordered[0].outstanding >= self._slack:
             self._affinity.labels("busy").inc()
             return ordered  # its cache is worth less than the queue it would join
-        if len(live) < len(self.replicas) and home is not self._home(key):
+        if len(live) < len(self.replicas) and home is not _home(key, self.replicas):
             self._affinity.labels("moved").inc()  # its own replica is down: the next one
         else:
             self._affinity.labels("home").inc()
         return [home, *(u for u in ordered if u is not home)]
-
-    def _home(self, key: str) -> Upstream:
-        return max(self.replicas, key=lambda u: _weight(key, u.base_url))
 
     def acquire(self, upstream: Upstream) -> None:
         upstream.outstanding += 1
