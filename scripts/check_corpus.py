@@ -26,7 +26,29 @@ CATEGORIES = {
 }
 LOCATIONS = ["도시", "바닷가", "산", "농촌"]
 WORK_TYPES = ["사무직", "현장직", "영업직", "재택근무"]
-FIELDS = {"id", "title", "body", "category", "locations", "work_types", "keywords", "source"}
+FIELDS = {
+    "id",
+    "title",
+    "body",
+    "category",
+    "locations",
+    "work_types",
+    "keywords",
+    "source",
+    # What critiques select by (app/rag/corpus.py Traits), authored for every document.
+    "effort",
+    "cost",
+    "places",
+    "company",
+    "anyone",
+}
+EFFORTS = ["easy", "medium", "hard"]
+COSTS = ["free", "low", "some"]
+PLACES = ["home", "work", "outside", "moving"]
+COMPANY = ["alone", "family", "coworkers", "neighbours"]
+#: Each critique must find something in each category: at least this many documents per
+#: category satisfy it (easy, free, and each place and company value, counted separately).
+MIN_PER_CRITIQUE = {"easy": 5, "free": 5, "home": 3, "alone": 5}
 SOURCE = "eco-gateway team, original text (2026)"
 ID_RE = re.compile(r"^[a-z]{2}-\d{3}$")
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
@@ -93,12 +115,46 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
             problems.append(f"{where}: keywords must be 3-6 non-empty strings")
         elif len({k.lower() for k in kws}) != len(kws):
             problems.append(f"{where}: duplicate keywords")
+        if doc["effort"] not in EFFORTS:
+            problems.append(f"{where}: effort must be one of {EFFORTS}")
+        if doc["cost"] not in COSTS:
+            problems.append(f"{where}: cost must be one of {COSTS}")
+        for key, allowed in (("places", PLACES), ("company", COMPANY)):
+            val = doc[key]
+            if not _str_list(val) or not val or any(v not in allowed for v in val):
+                problems.append(f"{where}: {key} must be a non-empty list of {allowed}")
+            elif len(set(val)) != len(val):
+                problems.append(f"{where}: duplicate {key}")
+        if not isinstance(doc["anyone"], bool):
+            problems.append(f"{where}: anyone must be true or false")
         if doc["source"] != SOURCE:
             problems.append(f"{where}: source must be {SOURCE!r}")
         docs.append(doc)
     if not docs:
         problems.append(f"{path}: no documents")
+    problems += _critique_coverage(docs)
     return problems, docs
+
+
+def _satisfies(doc: dict, critique: str) -> bool:
+    return (
+        doc.get("effort") == critique
+        or doc.get("cost") == critique
+        or critique in (doc.get("places") or ())
+        or critique in (doc.get("company") or ())
+    )
+
+
+def _critique_coverage(docs: list[dict]) -> list[str]:
+    """Categories where a critique would find too few documents."""
+    problems = []
+    for code in CATEGORIES:
+        sub = [d for d in docs if d.get("category") == code]
+        for critique, least in MIN_PER_CRITIQUE.items():
+            found = sum(_satisfies(d, critique) for d in sub)
+            if sub and found < least:
+                problems.append(f"{code}: {found} documents are {critique!r}, want >= {least}")
+    return problems
 
 
 def counts(docs: list[dict]) -> tuple[Counter, Counter, Counter]:

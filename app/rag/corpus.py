@@ -1,14 +1,74 @@
-"""The bundled eco-challenge corpus: one JSON document per line (see data/README.md)."""
+"""The bundled eco-challenge corpus: one JSON document per line (see data/README.md).
+
+Besides its text and situation tags, each document carries :class:`Traits`: what a user can
+ask to change about a recommendation ("더 쉬운 거", "돈 안 드는 거", "집에서", "혼자서"), authored
+by reading the document (critiquing recommenders: the items carry the attributes a critique
+names). A document without them (an operator's own corpus) has none: no critique can select
+it or rule it out.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.domain.categories import Category
 
-__all__ = ["Document", "load_corpus"]
+__all__ = ["COMPANY", "COSTS", "EFFORTS", "PLACES", "Document", "Traits", "load_corpus"]
+
+#: The values of each trait, in order (an effort or a cost: from the least).
+EFFORTS = ("easy", "medium", "hard")
+COSTS = ("free", "low", "some")
+PLACES = ("home", "work", "outside", "moving")
+COMPANY = ("alone", "family", "coworkers", "neighbours")
+
+
+@dataclass(frozen=True, slots=True)
+class Traits:
+    """How easy a challenge is, what it costs, where it is done, with whom, and whether anyone
+    can do it as written (False: written for one narrow persona, a fishing boat, a farm)."""
+
+    effort: str
+    cost: str
+    places: frozenset[str]
+    company: frozenset[str]
+    anyone: bool
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any]) -> Traits | None:
+        """The traits in a corpus line or a stored payload; None when it has none. Raises
+        ValueError on a value outside the vocabulary."""
+        if "effort" not in raw:
+            return None
+        traits = cls(
+            effort=str(raw["effort"]),
+            cost=str(raw["cost"]),
+            places=frozenset(map(str, raw["places"])),
+            company=frozenset(map(str, raw["company"])),
+            anyone=bool(raw["anyone"]),
+        )
+        if (
+            traits.effort not in EFFORTS
+            or traits.cost not in COSTS
+            or not traits.places
+            or not traits.places <= set(PLACES)
+            or not traits.company
+            or not traits.company <= set(COMPANY)
+        ):
+            raise ValueError(f"traits outside the vocabulary: {traits}")
+        return traits
+
+    def as_payload(self) -> dict[str, Any]:
+        return {
+            "effort": self.effort,
+            "cost": self.cost,
+            "places": sorted(self.places, key=PLACES.index),
+            "company": sorted(self.company, key=COMPANY.index),
+            "anyone": self.anyone,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +81,7 @@ class Document:
     work_types: tuple[str, ...]
     keywords: tuple[str, ...]
     source: str
+    traits: Traits | None = None
 
     @property
     def text(self) -> str:
@@ -46,6 +107,7 @@ def load_corpus(path: Path) -> list[Document]:
                         work_types=tuple(raw.get("work_types", ())),
                         keywords=tuple(raw.get("keywords", ())),
                         source=str(raw.get("source", "")),
+                        traits=Traits.read(raw),
                     )
                 )
             except (ValueError, KeyError, TypeError) as exc:

@@ -40,6 +40,7 @@ class IngestReport:
 
 
 def _payload(document: Document) -> dict[str, Any]:
+    traits = document.traits.as_payload() if document.traits else {}
     return {
         "doc_id": document.id,
         "title": document.title,
@@ -49,6 +50,7 @@ def _payload(document: Document) -> dict[str, Any]:
         "work_types": list(document.work_types),
         "keywords": list(document.keywords),
         "source": document.source,
+        **traits,
     }
 
 

@@ -32,7 +32,7 @@ import anyio
 import numpy as np
 
 from app.domain.categories import Category
-from app.rag.corpus import Document
+from app.rag.corpus import Document, Traits
 from app.rag.embedder import Embedder, Vectors
 from app.rag.scope import ANYWHERE, Scope
 from app.rag.sparse import SparseEncoder
@@ -102,6 +102,7 @@ def _document(payload: dict[str, Any]) -> Document:
         work_types=tuple(payload.get("work_types", ())),
         keywords=tuple(payload.get("keywords", ())),
         source=str(payload.get("source", "")),
+        traits=Traits.read(payload),
     )
 
 
