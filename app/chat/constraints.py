@@ -1,0 +1,193 @@
+"""What a message says beyond its intent: critiques, the situation told in words, a question.
+
+    message -> the turn's one embedding -> its nearest labelled examples
+            (``app/chat/data/facet_examples.jsonl``) -> the labels most of them carry
+            -> :class:`Facets`
+
+A critique or constraint ("더 쉬운 거", "돈 안 드는 거", "집에서 할 수 있는 걸로", "혼자서",
+"아이랑", "출장 다닐 때") is a :class:`Constraint` on the catalogue's traits
+(app/rag/corpus.py ``Traits``); the situation told in words ("바닷가 사는데", "현장에서 일해요")
+is a location or work type, as base-info would give; a question ("어떻게 세척해?", "정말 도움이
+돼?") asks for something the catalogue may hold, not only for challenges. One message may say
+several ("그 중에 돈 안 드는 거, 집에서 할 수 있는"). Each example carries the labels it says
+(none for a plain ask), and a label is read when the neighbours that carry it outweigh those
+that do not: by meaning, not by a list of words.
+
+The session keeps a turn's constraints until the user moves on (app/chat/planning.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from app.domain.categories import LOCATIONS, WORK_TYPES
+from app.rag.corpus import Traits
+
+__all__ = [
+    "Constraint",
+    "FacetExample",
+    "FacetReader",
+    "FacetReaders",
+    "Facets",
+    "satisfies",
+]
+
+
+class Constraint(enum.Enum):
+    """A critique: what every challenge of the answer must be. Values are the trait values."""
+
+    EASY = "easy"
+    FREE = "free"
+    HOME = "home"
+    WORK = "work"
+    OUTSIDE = "outside"
+    MOVING = "moving"
+    ALONE = "alone"
+    FAMILY = "family"
+    COWORKERS = "coworkers"
+    NEIGHBOURS = "neighbours"
+
+    @property
+    def phrase(self) -> str:
+        """The constraint as the recommend says it, before a noun ("쉽게 할 수 있는 챌린지")."""
+        return _PHRASES[self][0]
+
+    @property
+    def suggestion(self) -> str:
+        """A follow-up a user can tap to ask for it (understood as this constraint)."""
+        return _PHRASES[self][1]
+
+
+_PHRASES = {
+    Constraint.EASY: ("쉽게 할 수 있는", "더 쉬운 거"),
+    Constraint.FREE: ("돈이 들지 않는", "돈 안 드는 거"),
+    Constraint.HOME: ("집에서 할 수 있는", "집에서 할 수 있는 거"),
+    Constraint.WORK: ("회사에서 할 수 있는", "회사에서 할 수 있는 거"),
+    Constraint.OUTSIDE: ("밖에서 하는", "밖에서 하는 거"),
+    Constraint.MOVING: ("이동하면서 할 수 있는", "출장 다닐 때 할 수 있는 거"),
+    Constraint.ALONE: ("혼자서 할 수 있는", "혼자서 할 수 있는 거"),
+    Constraint.FAMILY: ("가족과 함께 할 수 있는", "아이랑 같이 할 수 있는 거"),
+    Constraint.COWORKERS: ("동료들과 함께 할 수 있는", "동료들이랑 할 수 있는 거"),
+    Constraint.NEIGHBOURS: ("이웃과 함께 할 수 있는", "이웃이랑 할 수 있는 거"),
+}
+
+
+def satisfies(traits: Traits | None, constraints: Iterable[Constraint]) -> bool:
+    """Whether a challenge with ``traits`` is everything ``constraints`` ask (a challenge
+    without traits satisfies none)."""
+    for constraint in constraints:
+        if traits is None:
+            return False
+        value = constraint.value
+        if constraint is Constraint.EASY:
+            ok = traits.effort == value
+        elif constraint is Constraint.FREE:
+            ok = traits.cost == value
+        else:
+            ok = value in traits.places or value in traits.company
+        if not ok:
+            return False
+    return True
+
+
+#: The labels an example may carry: each constraint, each location and work type told, and
+#: "question".
+QUESTION = "question"
+_SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
+    f"job:{w}" for w in sorted(WORK_TYPES)
+)
+LABELS: tuple[str, ...] = (*(c.value for c in Constraint), *_SITUATION, QUESTION)
+
+
+@dataclass(frozen=True, slots=True)
+class FacetExample:
+    text: str
+    labels: frozenset[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Facets:
+    """What one message says besides its intent."""
+
+    constraints: frozenset[Constraint] = frozenset()
+    location: str | None = None  # told in words ("바닷가 사는데")
+    work_type: str | None = None  # told in words ("현장에서 일하는데")
+    question: bool = False  # asks for something to know, not only for challenges
+
+
+NO_FACETS = Facets()
+
+
+class FacetReader:
+    """Nearest labelled examples; a label is read when its share of the neighbours' vote
+    (weights ``exp((cos - best) / temperature)``, as the intent step votes) is over half."""
+
+    def __init__(
+        self,
+        examples: Sequence[FacetExample],
+        vectors: npt.NDArray[np.float32],
+        *,
+        k: int = 7,
+        temperature: float = 0.02,
+    ) -> None:
+        if len(examples) != len(vectors) or not examples:
+            raise ValueError("one vector per example, and at least one example")
+        self._columns = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).T)
+        # One row per example, one column per label: 1 where the example carries it.
+        self._carries = np.array(
+            [[label in e.labels for label in LABELS] for e in examples], dtype=np.float64
+        )
+        self._k = k
+        self._temperature = temperature
+
+    def shares(self, vector: npt.NDArray[np.float32]) -> dict[str, float]:
+        """Each label's share of the neighbours' vote."""
+        nonzero = np.flatnonzero(vector)
+        if len(nonzero) * 8 < len(vector):  # a lexical vector: read only its few buckets
+            sims = vector[nonzero] @ self._columns[nonzero]
+        else:
+            sims = vector @ self._columns
+        k = min(self._k, len(sims))
+        top = np.argpartition(-sims, k - 1)[:k]
+        weights = np.exp((sims[top] - sims[top].max()) / self._temperature)
+        shares = weights @ self._carries[top] / weights.sum()
+        return {label: float(share) for label, share in zip(LABELS, shares, strict=True)}
+
+    def read(self, vector: npt.NDArray[np.float32]) -> Facets:
+        said = {label for label, share in self.shares(vector).items() if share > 0.5}
+        return Facets(
+            constraints=frozenset(c for c in Constraint if c.value in said),
+            location=_one(said, "at:"),
+            work_type=_one(said, "job:"),
+            question=QUESTION in said,
+        )
+
+
+def _one(said: set[str], prefix: str) -> str | None:
+    found = [label.removeprefix(prefix) for label in said if label.startswith(prefix)]
+    return found[0] if len(found) == 1 else None
+
+
+class FacetReaders:
+    """The embedding's reader, and the lexical one for turns read without an embedding (a
+    burst; as :class:`app.chat.intent.IntentClassifiers`)."""
+
+    def __init__(
+        self,
+        dense: FacetReader,
+        lexical: FacetReader,
+        lexical_vector: Callable[[str], npt.NDArray[np.float32]],
+    ) -> None:
+        self.dense = dense
+        self.lexical = lexical
+        self._lexical_vector = lexical_vector
+
+    def read(self, message: str, vector: npt.NDArray[np.float32] | None) -> Facets:
+        if vector is None:
+            return self.lexical.read(self._lexical_vector(message))
+        return self.dense.read(vector)

@@ -1,0 +1,91 @@
+"""How well the facet step (app/chat/constraints.py) reads critiques, situations and questions.
+
+    .venv/bin/python bench/facet_eval.py [--split test] [--embedding-model NAME]
+
+bench/data/facets/test.jsonl was written apart from the examples the reader votes with
+(app/chat/data/facet_examples.jsonl) and is read only to report. Per message: its labels read
+exactly (every constraint, situation and question, none more); per label: precision and
+recall. Both readers: the embedding's and the lexical one (a burst). Prints a table; writes
+bench/results/facets.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.chat.constraints import Facets  # noqa: E402
+from app.chat.intent_bank import build_facets  # noqa: E402
+from app.rag.embedder import load_embedder  # noqa: E402
+
+
+def labels_of(facets: Facets) -> set[str]:
+    said = {c.value for c in facets.constraints}
+    if facets.location:
+        said.add(f"at:{facets.location}")
+    if facets.work_type:
+        said.add(f"job:{facets.work_type}")
+    if facets.question:
+        said.add("question")
+    return said
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--embedding-model", default=None)
+    args = parser.parse_args()
+    rows = [
+        json.loads(line)
+        for line in (ROOT / "bench" / "data" / "facets" / f"{args.split}.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    embedder = load_embedder(args.embedding_model)
+    readers = build_facets(embedder)
+    vectors = embedder.embed_queries([row["text"] for row in rows])
+    results: dict[str, object] = {"split": args.split, "messages": len(rows)}
+    print(f"{'reader':<8} {'exact':>7}  per label (precision / recall)")
+    for name in ("dense", "lexical"):
+        exact = 0
+        tp: Counter[str] = Counter()
+        fp: Counter[str] = Counter()
+        fn: Counter[str] = Counter()
+        misses = []
+        for row, vector in zip(rows, vectors, strict=True):
+            got = labels_of(readers.read(row["text"], vector if name == "dense" else None))
+            want = set(row["labels"])
+            exact += got == want
+            if got != want:
+                misses.append({"text": row["text"], "want": sorted(want), "got": sorted(got)})
+            for label in got & want:
+                tp[label] += 1
+            for label in got - want:
+                fp[label] += 1
+            for label in want - got:
+                fn[label] += 1
+        per = {
+            label: (
+                round(tp[label] / (tp[label] + fp[label]), 2) if tp[label] + fp[label] else None,
+                round(tp[label] / (tp[label] + fn[label]), 2) if tp[label] + fn[label] else None,
+            )
+            for label in sorted(set(tp) | set(fp) | set(fn))
+        }
+        share = exact / len(rows)
+        print(f"{name:<8} {share:7.2f}  " + ", ".join(f"{k} {p}/{r}" for k, (p, r) in per.items()))
+        for miss in misses:
+            print(f"    miss: {miss['text']}  want {miss['want']} got {miss['got']}")
+        results[name] = {"exact": round(share, 3), "per_label": per, "misses": misses}
+    out = ROOT / "bench" / "results" / "facets.json"
+    out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
