@@ -135,6 +135,9 @@ class ChatSettings(BaseModel):
     # that every recommended challenge is one the catalogue (and the backend) knows.
     llm_grounded_titles: bool = True
     retrieval_k: int = Field(3, ge=0, le=20)  # candidates the model chooses among
+    # Challenges searched and ranked per turn (app/chat/ranking.py) before the best are shown:
+    # room for a critique ("돈 안 드는 거") to find ones that satisfy it.
+    rank_pool: int = Field(12, ge=1, le=60)
     prompt_history_turns: int = Field(3, ge=0)  # pairs replayed in the descriptions composition
     # Earlier turns replayed word for word in the titles composition, each prompt extending the
     # last (vLLM's prefix cache on the session's replica); 0: the last exchange in one line,

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from app.chat.generation import Generator
-from app.chat.intent_bank import build_intents
+from app.chat.intent_bank import build_facets, build_intents
 from app.chat.planning import Planner
 from app.chat.session_backend import open_session_store
 from app.chat.turn import RecommendationService
@@ -109,6 +109,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 open_feedback(settings.part(FeedbackSettings), llm, metrics.registry, redis)
             )
             intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
+            facets = await anyio.to_thread.run_sync(build_facets, retriever.embedder)
             size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     if size
                     else retriever,
                     intents=intents,
+                    facets=facets,
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

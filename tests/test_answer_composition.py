@@ -1,6 +1,7 @@
-"""The default composition (ANSWER_COMPOSITION=titles) through the real gateway: the model picks
-titles among the candidates, the gateway writes the recommend and shows each pick's catalogue
-description word for word; a session remembers what it has shown.
+"""The default composition (ANSWER_COMPOSITION=titles) through the real gateway: the gateway puts
+the best candidate first and writes the recommend, the model orders the next ones by title,
+and each challenge's catalogue description is shown word for word; a session remembers what it
+has shown.
 
 The scripted upstream answers by the request's JSON schema (``picks``: positions in the title
 ``enum``), as vLLM's grammar makes a model answer."""
@@ -14,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from app.rag.corpus import load_corpus
 from tests.integration_fixtures import READ_TIMEOUT
@@ -80,7 +82,9 @@ async def test_the_model_picks_and_the_catalogue_describes(
     schema = body["response_format"]["json_schema"]["schema"]
     assert set(schema["properties"]) == {"challenges"}, "the model writes only its choice"
     candidates = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
-    assert len(candidates) == 3 and schema["properties"]["challenges"]["minItems"] == 3
+    assert len(candidates) == 3, "the next three after the gateway's first"
+    assert schema["properties"]["challenges"]["minItems"] == 2
+    assert schema["properties"]["challenges"]["maxItems"] == 2
     assert body["max_tokens"] == 128
     question = body["messages"][-1]["content"]
     assert "농촌" in question and "재택근무" in question
@@ -88,13 +92,18 @@ async def test_the_model_picks_and_the_catalogue_describes(
         assert title in question and CATALOGUE[title].body not in question
         assert "농촌" in CATALOGUE[title].locations and "재택근무" in CATALOGUE[title].work_types
 
-    assert _titles(answer) == [candidates[2], candidates[0], candidates[1]]
+    lead, *picked = _titles(answer)
+    assert picked == [candidates[2], candidates[0]]
+    assert lead not in candidates and lead in question, "the model is told the first one"
+    assert "농촌" in CATALOGUE[lead].locations and "재택근무" in CATALOGUE[lead].work_types
     for item in answer["challenges"]:
         assert item["description"] == CATALOGUE[item["title"]].body  # word for word
         assert (item["category"], item["label"]) == ("VEGAN", "비건")
-    # The recommend is the gateway's: the situation and the category, not the model's words.
+    # The recommend is the gateway's: the situation, the category and the first challenge.
     assert "농촌" in answer["recommend"] and "비건" in answer["recommend"]
+    assert f"'{lead}'" in answer["recommend"]
     assert "오늘부터 하나씩" not in answer["recommend"]
+    assert answer["suggestions"], "follow-ups to tap, on the SSE close"
 
 
 async def test_a_repeated_or_unknown_pick_is_never_shown_and_the_next_candidate_fills_in(
@@ -106,7 +115,7 @@ async def test_a_repeated_or_unknown_pick_is_never_shown_and_the_next_candidate_
     answer = _answer(result)
     enum = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
     candidates = enum["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
-    assert _titles(answer) == [candidates[1], candidates[0], candidates[2]]  # repeat, unknown
+    assert _titles(answer)[1:] == [candidates[1], candidates[0]]  # repeat, unknown: filled
     assert result.text.count(candidates[1]) == 1  # dropped; the best candidates fill in
 
 
@@ -125,14 +134,11 @@ async def test_more_brings_new_challenges_and_among_stays_among_the_last(
         doc = CATALOGUE[title]
         assert "도시" in doc.locations and "사무직" in doc.work_types
 
-    scripted.set_scenario("ok", picks=[0])
+    asked = len(scripted.chat_requests)
     among = await read_stream(http, FREE, {**session, "message": "그 중에 제일 쉬운 건 뭐야?"})
-    assert set(_titles(_answer(among))) <= set(_titles(more))
-    schema = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
-    offered = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
-    assert set(offered) == set(_titles(more)), "chosen among the ones just shown"
-    assert schema["properties"]["challenges"]["minItems"] == 1
-    assert schema["properties"]["challenges"]["maxItems"] == 1
+    chosen = _titles(_answer(among))
+    assert len(chosen) == 1 and set(chosen) <= set(_titles(more)), "one of the ones just shown"
+    assert len(scripted.chat_requests) == asked, "the gateway chose it: no model call"
 
 
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
@@ -153,8 +159,8 @@ async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     result = await read_stream(http, BASE, {"sessionId": "c4b", **params})
     answer = _answer(result)
     titles = _titles(answer)
-    assert titles == [candidates[2], candidates[0], candidates[1]]
-    assert result.text.count(candidates[1]) == 1  # only where the filling shows it
+    assert titles[1:] == [candidates[2], candidates[0]]
+    assert candidates[1] not in result.text  # the cut title is never shown
     assert all(c["description"] == CATALOGUE[c["title"]].body for c in answer["challenges"])
 
 
@@ -186,7 +192,12 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
     base = {**session, "location": "도시", "workType": "사무직", "category": "ZERO_WASTE"}
     turns = [(BASE, base)] + [
         (FREE, {**session, "message": message})
-        for message in ("다른 챌린지도 있어?", "회사에서 할 수 있는 거", "더 쉬운 거", "집에서는?")
+        for message in (
+            "다른 챌린지도 있어?",
+            "회사에서 할 수 있는 거",
+            "더 쉬운 거",
+            "또 뭐 있어?",
+        )
     ]
     sent: list[list[dict[str, str]]] = []
     replies: list[str] = []
@@ -195,7 +206,7 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
         body = scripted.chat_requests[-1]["body"]
         sent.append(body["messages"])
         enum = _title_enum_of(body)
-        picked = [{"title": enum[i]} for i in (0, 1, 2) if i < len(enum)]
+        picked = [{"title": enum[i]} for i in (0, 1) if i < len(enum)]
         replies.append(json.dumps({"challenges": picked}, ensure_ascii=False))
     for n in (1, 2, 3):  # the window grows: the last prompt, its reply, the new question
         previous = sent[n - 1]
@@ -214,3 +225,43 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
 def _title_enum_of(body: dict[str, Any]) -> list[str]:
     schema = body["response_format"]["json_schema"]["schema"]
     return list(schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"])
+
+
+class _RelayChallenge(BaseModel):
+    """The backend relay's record, as a default Jackson ObjectMapper reads it: an unknown
+    field fails the whole body."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    title: str
+    description: str
+    category: str
+    label: str
+
+
+class _RelayData(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    recommend: str
+    challenges: list[_RelayChallenge]
+
+
+class _RelayBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    status: int
+    message: str
+    data: _RelayData
+
+
+async def test_suggestions_reach_the_stream_only_and_the_relay_parses_the_post(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1])
+    streamed = _answer(
+        await read_stream(http, FREE, {"sessionId": "c7", "message": "비건 챌린지 알려줘"})
+    )
+    assert 2 <= len(streamed["suggestions"]) <= 3
+    assert all(isinstance(s, str) and 0 < len(s) <= 20 for s in streamed["suggestions"])
+
+    response = await http.post(FREE, json={"sessionId": "c8", "message": "비건 챌린지 알려줘"})
+    assert response.status_code == 200
+    body = _RelayBody.model_validate_json(response.content)  # raises on any unknown field
+    assert body.data.challenges and body.data.recommend

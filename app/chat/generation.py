@@ -94,9 +94,17 @@ class Generator:
             whole = result is not None and not result.truncated  # not salvaged
             await self._remember(plan, answer, display.said() if whole else "")
             outcome = "close"
-            yield Done(close_payload(answer, plan.category))
+            yield Done(close_payload(answer, plan.category), plan.suggestions)
         finally:
             _ended(plan, usage, outcome)
+
+    async def compose(self, plan: TurnPlan) -> AsyncGenerator[StreamEvent, None]:
+        """A plan the model has nothing to choose in (``plan.needs_model`` false): its opening,
+        which holds the whole answer, then the close. No upstream call."""
+        answer = Answer(recommend=plan.recommend or "", challenges=_led([], plan))
+        yield Delta(plan.opening)
+        await self._remember(plan, answer, "")
+        yield Done(close_payload(answer, plan.category), plan.suggestions)
 
     async def _remember(self, plan: TurnPlan, answer: Answer, reply: str) -> None:
         """The turn in its session: what was said, which challenges it showed, and, for a
@@ -112,6 +120,8 @@ class Generator:
             asked=plan.messages[-1]["content"] if replayable else "",
             reply=reply if replayable else "",
             replayed=plan.replayed,
+            constraints=plan.constraints,
+            told=plan.told,
         )
         await self._sessions.record(plan.session_id, turn=turn)
 
@@ -156,7 +166,8 @@ class Generator:
             reason = "loop" if result is None else "truncated"
             self._metrics.answers_salvaged.labels(reason).inc()
             log.warning("answer %s: closing with what is complete plus catalogue items", reason)
-            return _salvage(display.scrubber.partial(), plan, guard)
+            salvaged, added = _salvage(display.scrubber.partial(), plan, guard)
+            return _with_lead(salvaged, plan), added
         tail = guard.feed(result.tail) + guard.finish()
         answer = result.answer
         if answer is None and result.prose.strip() and not result.json_started:
@@ -171,8 +182,9 @@ class Generator:
             # Fewer challenges than asked for (a repeat was dropped): the next candidates.
             items, added = _fill_up(answer.challenges, plan, guard)
             if added:
-                return Answer(recommend=answer.recommend, challenges=items), tail + added
-        return answer, tail
+                answer = Answer(recommend=answer.recommend, challenges=items)
+                return _with_lead(answer, plan), tail + added
+        return _with_lead(answer, plan), tail
 
 
 class _Display:
@@ -189,7 +201,7 @@ class _Display:
         self.guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
         # Shown with the model's first token: an upstream that fails before it has said
         # anything leaves nothing on screen but the error.
-        self._opening = plan.recommend
+        self._opening: str | None = plan.opening
         # The model's own text, for a prompt that replays the conversation.
         self._pieces: list[str] | None = [] if plan.replays else None
 
@@ -244,6 +256,20 @@ def close_payload(answer: Answer, category: Category) -> dict[str, Any]:
             for item in answer.challenges
         ],
     }
+
+
+def _led(items: Sequence[ChallengeItem], plan: TurnPlan) -> list[ChallengeItem]:
+    """``items`` after the plan's first challenge (the gateway's), without a second copy of it."""
+    lead = plan.lead_item
+    if lead is None:
+        return list(items)
+    return [lead, *(item for item in items if item.title != lead.title)]
+
+
+def _with_lead(answer: Answer, plan: TurnPlan) -> Answer:
+    if plan.lead is None:
+        return answer
+    return Answer(recommend=answer.recommend, challenges=_led(answer.challenges, plan))
 
 
 def _salvage(partial: Answer, plan: TurnPlan, guard: RepetitionGuard) -> tuple[Answer, str]:

@@ -18,7 +18,7 @@ from typing import Any
 from app.domain.categories import Category
 from app.domain.events import StreamEvent
 from app.llm.client import ChatMessage
-from app.llm.schema import Composition, answer_schema
+from app.llm.schema import ChallengeItem, Composition, answer_schema
 from app.rag.retriever import Hit
 
 __all__ = ["BaseInfoTurn", "FreeTextTurn", "Reply", "TurnPlan"]
@@ -75,6 +75,14 @@ class TurnPlan:
     replays: bool = False
     replayed: int = 0
     recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
+    # The first challenge, put by the gateway before the model's choices (the ``titles``
+    # composition: app/chat/ranking.py), and the description shown for it: the catalogue's,
+    # less the sentence the recommend already quotes as a question's answer.
+    lead: Hit | None = None
+    lead_description: str = ""
+    suggestions: tuple[str, ...] = ()  # follow-ups to tap (the SSE close)
+    constraints: tuple[str, ...] = ()  # in force for this turn (the session keeps them)
+    told: tuple[str, ...] = ()  # the situation told in words so far
     endpoint: str = "other"  # the token counters' labels (the turn's)
     client: str = "anonymous"
 
@@ -82,14 +90,36 @@ class TurnPlan:
     def titles(self) -> list[str]:
         return [hit.document.title for hit in self.candidates]
 
+    @property
+    def needs_model(self) -> bool:
+        """Whether the model has anything to choose: not when the gateway's first challenge
+        is the whole answer (one is asked for, or no other candidate is left)."""
+        return self.lead is None or (bool(self.candidates) and self.max_picks > 0)
+
+    @property
+    def lead_item(self) -> ChallengeItem | None:
+        if self.lead is None:
+            return None
+        return ChallengeItem(title=self.lead.document.title, description=self.lead_description)
+
+    @property
+    def opening(self) -> str:
+        """What is shown before the model's choices: the recommend, then the first challenge
+        laid out as every challenge is (SPEC "Display text")."""
+        text = self.recommend or ""
+        if self.lead is not None:
+            text += f"\n\n{self.lead.document.title}\n{self.lead_description}"
+        return text
+
     @cached_property
     def catalogue(self) -> Mapping[str, str]:
         """Each candidate's title and its catalogue description."""
         return {hit.document.title: hit.document.body for hit in self.candidates}
 
     def doc_ids(self, titles: list[str]) -> tuple[str, ...]:
-        """The doc ids of the candidates with these titles (what the session remembers)."""
-        by_title = {hit.document.title: hit.document.id for hit in self.candidates}
+        """The doc ids of the challenges with these titles (what the session remembers)."""
+        hits = (*self.candidates, self.lead) if self.lead else self.candidates
+        by_title = {hit.document.title: hit.document.id for hit in hits}
         return tuple(by_title[title] for title in titles if title in by_title)
 
     def schema(self) -> dict[str, Any]:

@@ -1,16 +1,25 @@
 """The first half of a turn: from a validated request to a :class:`TurnPlan`.
 
-    base-info:  session <- situation -> candidates -> prompt -> plan
-    free text:  session -> embed -> intent -> category and candidates -> prompt -> plan
+    base-info:  session <- situation -> candidates -> rank -> prompt -> plan
+    free text:  session -> embed -> intent and facets -> category and candidates -> rank
+                -> a question's answer -> recommend, suggestions -> prompt -> plan
                 (off-topic or nonsense: a :class:`Reply` saying what the bot can do)
 
 A free-text turn is embedded once: the intent step and retrieval read the same vector. When the
 embedding model's queue is long, the turn is read by its words instead (lexical intent,
 sparse-only search) rather than wait behind it.
 
-The candidates are the catalogue challenges the model chooses among: in the answer's category,
-fitting the user's situation (base-info's location and work type), not shown before in the
-session ("다른 거", "더 쉬운 거"), or exactly the ones just shown ("그 중에 …").
+The candidates are catalogue challenges: in the answer's category, fitting the user's
+situation (base-info's location and work type), not shown before in the session ("다른 거",
+"더 쉬운 거"), or exactly the ones just shown ("그 중에 …"); satisfying the constraints in force
+("돈 안 드는 거", "집에서": app/chat/constraints.py) when any does. They are ranked
+(app/chat/ranking.py); in the ``titles`` composition the best is the answer's first challenge,
+put by the gateway, and the model orders the next ones. A question is answered from the
+catalogue sentence that holds it (app/chat/answers.py), its challenge first.
+
+Constraints stay in force while the user follows up (more, among, another field, a question
+in the same field) and end when the user moves on (another topic, back to the first): a new
+place or company replaces the old one of its kind ("집에서" after "밖에서").
 """
 
 from __future__ import annotations
@@ -19,10 +28,12 @@ import logging
 import random
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opentelemetry import trace
 
+from app.chat.answers import Found, find_answer, sentences_of
+from app.chat.constraints import Constraint, FacetReaders, Facets
 from app.chat.intent import (
     Evidence,
     Intent,
@@ -32,13 +43,16 @@ from app.chat.intent import (
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
+from app.chat.ranking import Ranked, Situation, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
+from app.chat.suggestions import suggest
 from app.config import ChatSettings
 from app.domain.categories import Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
+from app.rag.corpus import COMPANY, PLACES
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE, Scope
 
@@ -76,6 +90,8 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
+#: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
+_KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +109,14 @@ class Planner:
         *,
         retriever: Retriever,
         intents: IntentClassifiers,
+        facets: FacetReaders,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
     ) -> None:
         self._retriever = retriever
         self._intents = intents
+        self._facets = facets
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -110,11 +128,12 @@ class Planner:
             turn.session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
         query = _Query(f"{chosen.label} {place} {work}")
-        _, candidates = await self._fitting(query, chosen, state, more=False)
-        prompt = PromptInput(category=chosen, candidates=candidates, location=place, work_type=work)
+        _, pool = await self._fitting(query, chosen, state, more=False)
+        ranked = rank(pool, situation=Situation(place, work, given=True))
         return self._plan(
             turn,
-            prompt,
+            PromptInput(category=chosen, candidates=(), location=place, work_type=work),
+            ranked,
             Opening(chosen, "first", place, work, turn=len(state.turns)),
             user_text=f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}",
         )
@@ -125,18 +144,53 @@ class Planner:
         query, nearest, intent = await self._understand(turn.message, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
-        category, candidates = await self._choose(query, intent, state, nearest)
+        facets = self._read_facets(turn.message, query)
+        constraints = _in_force(intent, facets, state)
+        told = _told(facets, state)
+        category, pool = await self._choose(query, intent, state, nearest, constraints)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
+        ranked = rank(pool, constraints=constraints, situation=_situation(state, told))
+        if among:  # the one that answers it: no persona or situation reordering among them
+            ranked = rank(pool, constraints=constraints)
+            if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
+                ranked = replace(ranked, unmet=False)
+        found = find_answer(turn.message, ranked.hits) if facets.question else None
+        if found is not None:  # its challenge first
+            ranked = Ranked(
+                (found.hit, *(h for h in ranked.hits if h is not found.hit)), ranked.unmet
+            )
+        situation = _situation(state, told)
+        opening = replace(
+            _opening(intent, state, category, among=among),
+            location=situation.location,
+            work_type=situation.work_type,
+            constraints=tuple(c for c in Constraint if c in constraints),
+            unmet=ranked.unmet,
+            question=facets.question,
+            answer=found.sentence if found else None,
+            message=turn.message,
+        )
         return self._plan(
             turn,
-            self._prompt(turn.message, intent, state, category, candidates),
-            _opening(intent, state, category, among=among),
+            self._prompt(turn.message, intent, state, category, ()),
+            ranked,
+            opening,
             user_text=turn.message,
             among=among,
+            found=found,
+            constraints=constraints,
+            told=told,
         )
+
+    def _read_facets(self, message: str, query: _Query) -> Facets:
+        with _tracer.start_as_current_span("facets") as span:
+            facets = self._facets.read(message, query.vector)
+            span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
+            span.set_attribute("gateway.question", facets.question)
+        return facets
 
     def _prompt(
         self,
@@ -213,9 +267,14 @@ class Planner:
 
     # ------------------------------------------------------------------ candidates
     async def _choose(
-        self, query: _Query, intent: Intent, state: SessionState, nearest: tuple[Hit, ...]
+        self,
+        query: _Query,
+        intent: Intent,
+        state: SessionState,
+        nearest: tuple[Hit, ...],
+        constraints: frozenset[Constraint],
     ) -> tuple[Category, tuple[Hit, ...]]:
-        """The answer's category and the challenges the model chooses among."""
+        """The answer's category and its candidates, in retrieval's order."""
         kind = intent.kind
         if kind is IntentKind.AMONG and state.last_shown:
             last = state.last_shown
@@ -223,46 +282,67 @@ class Planner:
             if among:
                 return state.category or among[0].document.category, among
         if kind is IntentKind.ANOTHER:
-            category: Category | None = await self._another_field(query, state)
+            category: Category | None = await self._another_field(query, state, constraints)
         else:
             category = _next_category(intent, state)
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the
             # model's).
             category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
-        return await self._fitting(query, category, state, more=kind is IntentKind.MORE)
+        # A critique in the same field asks for new ones ("더 쉬운 거", "돈 안 드는 거").
+        critique = bool(constraints) and bool(state.turns) and category is state.category
+        more = kind is IntentKind.MORE or (critique and kind is IntentKind.ASK)
+        return await self._fitting(query, category, state, more=more, constraints=constraints)
 
-    async def _another_field(self, query: _Query, state: SessionState) -> Category:
-        """The user asked for '아예 다른 분야로': a category the user has not been in (neither the current nor
-        base-info's), at random among those that still hold challenges fitting the user's
-        situation and not shown yet (some situations fit none in some categories)."""
+    async def _another_field(
+        self, query: _Query, state: SessionState, constraints: frozenset[Constraint]
+    ) -> Category:
+        """The user asked for '아예 다른 분야로': a category the user has not been in (neither
+        the current nor base-info's), at random among those that still hold challenges fitting
+        the user's situation and the constraints in force, not shown yet (some situations fit
+        none in some categories)."""
         seen = {state.category, state.base_category}
         others = [c for c in Category if c not in seen]
-        if state.location and state.work_type:
+        if (state.location and state.work_type) or constraints:
             scope = Scope(None, state.location, state.work_type, exclude=state.shown)
             hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
-            fitting = {hit.document.category for hit in hits} - seen
-            others = [c for c in others if c in fitting] or others
+            fitting = {h.document.category for h in rank(hits, constraints=constraints).hits}
+            others = [c for c in others if c in fitting - seen] or others
         return random.choice(others)
 
     async def _fitting(
-        self, query: _Query, category: Category, state: SessionState, *, more: bool
+        self,
+        query: _Query,
+        category: Category,
+        state: SessionState,
+        *,
+        more: bool,
+        constraints: frozenset[Constraint] = frozenset(),
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The best candidates for the session's situation, searched scope after scope
-        (:func:`_scopes`) until one holds any. A scope without a category (``more``, when the
-        category has no fitting challenge left) moves the answer to its best hit's category."""
+        (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
+        first that holds any). A scope without a category (``more``, when the category has no
+        fitting challenge left) moves the answer to its best hit's category."""
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
+        first: tuple[Category, tuple[Hit, ...]] | None = None
+        k = self._settings.rank_pool
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
-            hits = await self._search(query, scope)
+            hits = await self._search(query, scope, k=k)
             if hits is None:  # the store failed: no use asking it again
                 break
-            if hits:
-                if scope.category is None:
-                    category = hits[0].document.category
-                    hits = tuple(h for h in hits if h.document.category is category)
-                return category, hits
-        return category, ()
+            if not hits:
+                continue
+            found = category
+            if scope.category is None:
+                if constraints:  # the best hit that satisfies them decides the category
+                    hits = rank(hits, constraints=constraints).hits
+                found = hits[0].document.category
+                hits = tuple(h for h in hits if h.document.category is found)
+            if not constraints or not rank(hits, constraints=constraints).unmet:
+                return found, hits
+            first = first or (found, hits)
+        return first or (category, ())
 
     async def _search(
         self, query: _Query, scope: Scope, *, k: int | None = None
@@ -296,18 +376,44 @@ class Planner:
         self,
         turn: BaseInfoTurn | FreeTextTurn,
         prompt: PromptInput,
+        ranked: Ranked,
         opening: Opening,
         *,
         user_text: str,
         among: bool = False,
+        found: Found | None = None,
+        constraints: frozenset[Constraint] = frozenset(),
+        told: tuple[str, ...] = (),
     ) -> TurnPlan:
+        """The plan from the ranked candidates. In the ``titles`` composition the best is the
+        first challenge, put by the gateway; the model orders the next ``RETRIEVAL_K`` (none
+        for "그 중에 …": the one that answers it). Other compositions give the model the best
+        ``RETRIEVAL_K`` to write from."""
         settings = self._settings
+        hits = ranked.hits
         # Without candidates (the vector store failed) there is nothing to choose among: the
         # model writes the whole answer.
-        composition = settings.answer_composition if prompt.candidates else "descriptions"
+        composition = settings.answer_composition if hits else "descriptions"
         picks = settings.answer_challenges
+        lead: Hit | None = None
+        if composition == "titles":
+            # "그 중에 제일 쉬운 건?": the one that answers it, chosen by the gateway alone.
+            lead, rest = hits[0], hits[1:]
+            candidates = () if among else rest[: settings.retrieval_k]
+            least = most = min(picks - 1, len(candidates))
+        else:
+            candidates = hits[: settings.retrieval_k]
+            most = 1 if among else picks
+            least = min(most, len(candidates)) or 1
+        prompt = replace(
+            prompt, candidates=candidates, chosen=lead.document.title if lead else None
+        )
         messages = answer_messages(prompt, composition, examples=settings.prompt_examples)
-        recommend = compose_recommend(opening) if composition == "titles" else None
+        recommend = None
+        if composition == "titles" and lead is not None:
+            recommend = compose_recommend(replace(opening, lead=lead.document.title))
+        shown = {hit.document.id for hit in (*candidates, *((lead,) if lead else ()))}
+        in_force = tuple(c.value for c in Constraint if c in constraints)
         return TurnPlan(
             session_id=turn.session_id,
             request_id=turn.request_id,
@@ -315,18 +421,77 @@ class Planner:
             client=turn.client,
             started=turn.started,
             category=prompt.category,
-            candidates=tuple(prompt.candidates),
+            candidates=tuple(candidates),
             messages=tuple(messages),
             replays=composition == "titles" and settings.prompt_replay_turns > 0,
             replayed=len(prompt.replay) if composition == "titles" else 0,
             composition=composition,
-            # "그 중에 제일 쉬운 건?": the one that answers it, not the same list again.
-            min_picks=1 if among else min(picks, len(prompt.candidates)) or 1,
-            max_picks=1 if among else picks,
-            grounded=settings.llm_grounded_titles and bool(prompt.candidates),
+            min_picks=least,
+            max_picks=most,
+            grounded=settings.llm_grounded_titles and bool(candidates),
             user_text=user_text,
             recommend=recommend,
+            lead=lead,
+            lead_description=_described(lead, found),
+            suggestions=suggest(
+                [c for c in Constraint if c in constraints],
+                [hit for hit in hits if hit.document.id not in shown],
+            )
+            if hits
+            else (),
+            constraints=in_force,
+            told=told,
         )
+
+
+def _described(lead: Hit | None, found: Found | None) -> str:
+    """The lead's description: the catalogue's, less the sentence the recommend quotes as a
+    question's answer (no sentence twice in one answer)."""
+    if lead is None:
+        return ""
+    body = lead.document.body
+    if found is None or found.hit is not lead:
+        return body
+    rest = [s for s in sentences_of(body) if s != found.sentence]
+    return " ".join(rest) or body
+
+
+def _in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:
+    """The constraints for this turn: the message's own, and, for a follow-up, those in force
+    before (a new place or company replacing the old one of its kind)."""
+    mine = set(facets.constraints)
+    if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
+        return frozenset(mine)
+    kept = set()
+    for value in state.constraints:
+        try:
+            constraint = Constraint(value)
+        except ValueError:  # stored by another release
+            continue
+        for kind in (PLACES, COMPANY):
+            if constraint.value in kind and any(c.value in kind for c in mine):
+                break
+        else:
+            kept.add(constraint)
+    return frozenset(kept | mine)
+
+
+def _told(facets: Facets, state: SessionState) -> tuple[str, ...]:
+    """The situation told in words so far: this message's replaces what was told before."""
+    told = {label.partition(":")[0]: label for label in state.told}
+    if facets.location:
+        told["at"] = f"at:{facets.location}"
+    if facets.work_type:
+        told["job"] = f"job:{facets.work_type}"
+    return tuple(sorted(told.values()))
+
+
+def _situation(state: SessionState, told: tuple[str, ...]) -> Situation:
+    """What is known of the user's situation: base-info's, else what was told in words."""
+    if state.location and state.work_type:
+        return Situation(state.location, state.work_type, given=True)
+    said = dict(label.split(":", 1) for label in told)
+    return Situation(said.get("at"), said.get("job"))
 
 
 def _scopes(

@@ -45,6 +45,7 @@ class PromptInput:
     previous: tuple[str, Sequence[str]] | None = None
     history: Sequence[Turn] = ()  # replayed in the descriptions composition
     replay: Sequence[Turn] = ()  # replayed in the titles composition (their asked / reply)
+    chosen: str | None = None  # the first challenge, put by the gateway (the titles composition)
 
 
 _TITLES_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
@@ -118,6 +119,8 @@ def _question(turn: PromptInput, *, with_bodies: bool) -> str:
         lines.append(f"사용자의 말: 제 상황에 맞는 {turn.category.label} 챌린지를 추천해 주세요.")
     else:
         lines.append(f"사용자의 말: {turn.message}")
+    if turn.chosen is not None:
+        lines.append(f"먼저 고른 챌린지: {turn.chosen} (그다음으로 알맞은 것을 후보에서 고르세요)")
     if not turn.candidates:
         pass  # nothing retrieved: the model answers from what it knows
     elif with_bodies:

@@ -1,18 +1,30 @@
-"""The recommend the gateway writes itself (``ANSWER_COMPOSITION=titles``): the user's situation,
-what the turn asked for, and the category, in two warm Korean sentences.
+"""The recommend the gateway writes itself (``ANSWER_COMPOSITION=titles``): what this turn does
+for this person, in warm Korean sentences.
 
 With the default 0.5B model a recommend of its own said the message back, copied the candidate
-titles as a list or read as nonsense in most answers (bench/README.md "Answers"), while its
-choice among the candidates is sound. So in this composition the model only chooses; the
-opening words are ours, written from what the turn knows, and shown before the model's first
-token. Variants are picked by the turn's number, so a conversation does not hear the same
-sentence every turn.
+titles as a list or read as nonsense in most answers (bench/README.md "Answers"). So in this
+composition the opening words are ours, written from what the turn knows, and shown before the
+model's first token:
+
+- a question's answer first, the catalogue's sentence exactly (app/chat/answers.py), or one
+  plain sentence saying the catalogue does not hold it;
+- a constraint that nothing satisfies, said plainly, with the nearest offered instead;
+- then the first challenge by name and why it fits: the constraints kept, the situation
+  (base-info's, or told in words), the field changed, or what was asked among those shown;
+- a second sentence on why the category's challenges are worth it.
+
+Nothing is said that the turn does not know, and never the message back. The wording varies
+by the message (a stable hash) and the turn's number, so two messages leading to one
+challenge do not hear the same opening either.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from app.chat.constraints import Constraint
 from app.domain.categories import Category
 
 __all__ = ["Opening", "compose_recommend"]
@@ -84,6 +96,12 @@ class Opening:
     work_type: str | None = None
     turn: int = 0  # the session's turn number: picks the variant
     previous_category: Category | None = None  # for "more" that had to leave its category
+    lead: str | None = None  # the first challenge's title
+    constraints: Sequence[Constraint] = ()  # what every challenge shown satisfies
+    unmet: bool = False  # constraints asked that no challenge left satisfies
+    question: bool = False  # the message asks something to know
+    answer: str | None = None  # the catalogue's sentence that answers it
+    message: str = ""  # picks the variant with the turn (never shown)
 
 
 def _situation(opening: Opening) -> str | None:
@@ -98,35 +116,104 @@ def _situation(opening: Opening) -> str | None:
     return None
 
 
-def compose_recommend(opening: Opening) -> str:
-    """Two sentences: what was chosen and for whom, then why it is worth it."""
+def _batchim(word: str) -> bool:
+    """Whether ``word`` ends in a final consonant (Hangul; other endings read as a vowel,
+    digits as Korean numerals do)."""
+    last = word.rstrip(" )'\"")[-1:] or "가"
+    if "가" <= last <= "힣":
+        return (ord(last) - 0xAC00) % 28 != 0
+    return last in "013678"
+
+
+def _josa(word: str, with_final: str, without: str) -> str:
+    return f"{word}{with_final if _batchim(word) else without}"
+
+
+def _phrases(constraints: Sequence[Constraint]) -> str:
+    """ "돈이 들지 않고 집에서 할 수 있는": the constraints as one phrase before a noun."""
+    said = [c.phrase for c in constraints]
+    joined = [p.removesuffix("는") + "고" if p.endswith("는") else p for p in said[:-1]]
+    return " ".join([*joined, said[-1]])
+
+
+def _first_sentence(opening: Opening, variant: int) -> str:
     label = opening.category.label
+    lead = f"'{opening.lead}'"
     who = _situation(opening)
-    for_whom = f"{who}께 맞는 " if who else ""
     kind = opening.kind
+    wanted = _phrases(opening.constraints) if opening.constraints else ""
+    if opening.unmet and wanted:
+        where = "앞서 보여 드린 것 가운데" if kind == "among" else "남은 챌린지 가운데"
+        return (
+            f"{where} {wanted} {label} 챌린지는 찾지 못했어요. "
+            f"대신 가장 가까운 {_josa(lead, '을', '를')} 골라 봤어요."
+        )
+    if kind == "among":
+        if tuple(opening.constraints) == (Constraint.EASY,):
+            return f"앞서 보여 드린 것 가운데 가장 손쉬운 건 {_josa(lead, '이에요', '예요')}."
+        if wanted:
+            return f"앞서 보여 드린 것 가운데 {wanted} 것은 {_josa(lead, '이에요', '예요')}."
+        return f"앞서 보여 드린 챌린지 가운데 말씀하신 것에 가장 가까운 건 {_josa(lead, '이에요', '예요')}."
+    options: tuple[str, ...]
+    if wanted:
+        options = (
+            f"{wanted} {label} 챌린지로 {_josa(lead, '을', '를')} 먼저 골라 봤어요.",
+            f"{wanted} 것을 찾으셔서 {_josa(lead, '을', '를')} 가장 먼저 권해 드려요.",
+        )
+        return options[variant % len(options)]
     if kind == "more":
         moved = opening.previous_category
         if moved is not None and moved is not opening.category:
-            first = (
-                f"{moved.label} 챌린지는 상황에 맞는 것을 모두 보여 드려서, 이번에는 "
-                f"{for_whom}{label} 챌린지를 골라 봤어요."
+            return (
+                f"{moved.label} 챌린지는 상황에 맞는 것을 모두 보여 드려서, 이번에는 {label} "
+                f"챌린지 {_josa(lead, '을', '를')} 골라 봤어요."
             )
-        else:
-            first = f"앞서 보여 드린 것 말고 다른 {label} 챌린지를 더 골라 봤어요."
-    elif kind == "among":
-        first = "앞서 보여 드린 챌린지 가운데 말씀하신 것에 가장 가까운 것을 골라 봤어요."
-    elif kind == "another":
-        first = f"이번에는 분야를 바꿔 {for_whom}{label} 챌린지를 골라 봤어요."
-    elif kind == "back":
-        first = f"처음 이야기하던 {label} 챌린지로 돌아가 {for_whom}것들을 골라 봤어요."
-    elif kind == "switch":
-        first = f"이번에는 {for_whom}{label} 챌린지로 골라 봤어요."
-    elif kind == "ask":
-        first = f"말씀하신 내용에 맞춰 {for_whom}{label} 챌린지를 골라 봤어요."
-    elif who:
-        first = f"{who}께 맞는 {label} 챌린지를 골라 봤어요."
-    else:
-        first = f"말씀하신 고민에 어울리는 {label} 챌린지를 골라 봤어요."
-    variants = _WHY[opening.category]
-    why = variants[opening.turn % len(variants)]
-    return f"{first} {why}"
+        options = (
+            f"앞서 보여 드린 것 말고 {_josa(lead, '은', '는')} 어떠세요?",
+            f"다른 {label} 챌린지로는 {_josa(lead, '이', '가')} 있어요.",
+        )
+        return options[variant % len(options)]
+    if kind == "another":
+        return f"이번에는 분야를 바꿔 {label} 챌린지 {_josa(lead, '을', '를')} 권해 드려요."
+    if kind == "back":
+        return (
+            f"처음 이야기하던 {label} 챌린지로 돌아가 {_josa(lead, '을', '를')} 먼저 골라 봤어요."
+        )
+    if who:
+        options = (
+            f"{who}께는 {label} 챌린지 가운데 {_josa(lead, '이', '가')} 잘 맞아요.",
+            f"{who}께 맞는 {label} 챌린지로 {_josa(lead, '을', '를')} 먼저 골라 봤어요.",
+        )
+        return options[variant % len(options)]
+    options = (
+        f"{label} 챌린지로는 {_josa(lead, '을', '를')} 먼저 권해 드려요.",
+        f"{_josa(lead, '이', '가')} 말씀하신 것에 가장 잘 맞는 {label} 챌린지예요.",
+        f"먼저 {_josa(lead, '을', '를')} 시작해 보시면 어떨까요?",
+        f"가장 먼저 떠오른 {label} 챌린지는 {_josa(lead, '이에요', '예요')}.",
+    )
+    return options[variant % len(options)]
+
+
+#: What a question the catalogue does not answer hears, before the recommendation.
+NO_ANSWER = "그 질문에 대한 답은 제가 가진 챌린지 자료에 담겨 있지 않아요."
+
+
+def compose_recommend(opening: Opening) -> str:
+    """The answer's opening: a question's answer (or that there is none), the first challenge
+    and why it fits, then why the category's challenges are worth it."""
+    variant = zlib.crc32(opening.message.encode()) + opening.turn
+    said: list[str] = []
+    if opening.question:
+        said.append(opening.answer or NO_ANSWER)
+    if opening.lead is None:
+        said.append(f"지금은 알맞은 {opening.category.label} 챌린지를 찾지 못했어요.")
+        return " ".join(said)
+    if opening.answer and not opening.unmet:
+        lead = f"'{opening.lead}'"
+        said.append(f"{_josa(lead, '이', '가')} 바로 그 이야기를 담은 챌린지예요.")
+        return " ".join(said)
+    said.append(_first_sentence(opening, variant))
+    if not opening.answer:
+        variants = _WHY[opening.category]
+        said.append(variants[variant % len(variants)])
+    return " ".join(said)

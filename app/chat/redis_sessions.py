@@ -8,8 +8,9 @@ Data layout, two keys per session, both under one hash tag so they share a clust
     {prefix}{<session_id>}:meta    hash   base_category, category (Category codes),
                                           location, work_type, updated_ms (server clock)
     {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code, [shown doc
-                                          ids], asked, reply, replayed]`` per turn, oldest
-                                          first (older releases wrote fewer fields)
+                                          ids], asked, reply, replayed, [constraints],
+                                          [told]]`` per turn, oldest first (older releases
+                                          wrote fewer fields)
 
 Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
 to ``max_turns``, ``PEXPIRE`` both keys, read the result back), and Redis runs a script with
@@ -99,13 +100,19 @@ def _turn(raw: object) -> Turn | None:
     asked, reply, replayed = extra if len(extra) == 3 else ("", "", 0)
     if not (isinstance(asked, str) and isinstance(reply, str) and isinstance(replayed, int)):
         asked, reply, replayed = "", "", 0
-    return Turn(user, assistant, _category(code), shown, asked, reply, replayed)
+    constraints, told = (_strings(rest[5]), _strings(rest[6])) if len(rest) > 6 else ((), ())
+    return Turn(user, assistant, _category(code), shown, asked, reply, replayed, constraints, told)
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
 
 
 def _turn_json(turn: Turn) -> str:
     code = turn.category.code if turn.category is not None else ""
-    fields = [turn.user, turn.assistant, code, list(turn.shown)]
-    return json.dumps([*fields, turn.asked, turn.reply, turn.replayed], ensure_ascii=False)
+    fields: list[object] = [turn.user, turn.assistant, code, list(turn.shown)]
+    fields += [turn.asked, turn.reply, turn.replayed, list(turn.constraints), list(turn.told)]
+    return json.dumps(fields, ensure_ascii=False)
 
 
 class RedisSessionStore(SessionStore):

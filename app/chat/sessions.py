@@ -39,6 +39,11 @@ class Turn:
     asked: str = ""
     reply: str = ""
     replayed: int = 0
+    # What the turn asked of its challenges (app/chat/constraints.py Constraint values), kept
+    # by the next turns until the user moves on, and the situation told in words so far
+    # ("at:바닷가", "job:현장직"), kept for the session.
+    constraints: tuple[str, ...] = ()
+    told: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +62,16 @@ class SessionState:
     def shown(self) -> frozenset[str]:
         """The doc ids of every challenge shown in the turns remembered."""
         return frozenset(doc_id for turn in self.turns for doc_id in turn.shown)
+
+    @property
+    def constraints(self) -> tuple[str, ...]:
+        """The constraints in force: the last turn's."""
+        return self.turns[-1].constraints if self.turns else ()
+
+    @property
+    def told(self) -> tuple[str, ...]:
+        """The situation told in words so far: the last turn's."""
+        return self.turns[-1].told if self.turns else ()
 
     @property
     def last_shown(self) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """The use case: one chat turn, from a validated request to a stream of events.
 
     plan      the request, the session and what the message means -> a frozen TurnPlan
-              (app/chat/planning.py), or a Reply that needs no model (off-topic)
+              (app/chat/planning.py), or a Reply that needs no model (off-topic); a plan
+              whose first challenge is the whole answer ("그 중에 …") is composed without one
     admit     a slot for the generation (the gate the route gives: app/web/admission.py)
     generate  upstream -> scrubber -> guard -> events -> session (app/chat/generation.py)
 
@@ -83,6 +84,12 @@ class RecommendationService:
                 _ended(span, None)
                 for event in planned.events:
                     yield event
+                return
+            if not planned.needs_model:  # the gateway's answer is whole: no slot, no upstream
+                _ended(span, None)
+                async with aclosing(self._generator.compose(planned)) as composed:
+                    async for event in composed:
+                        yield event
                 return
             usage = TokenUsage(planned.endpoint, planned.client)
             try:

@@ -45,9 +45,19 @@ class Delta:
 
 @dataclass(frozen=True, slots=True)
 class Done:
-    """The validated answer: ``{"recommend": str, "challenges": [...]}``; always last."""
+    """The validated answer: ``{"recommend": str, "challenges": [...]}``; always last.
+    ``suggestions`` (follow-ups to tap) go to the SSE ``close`` only: the POST body keeps
+    exactly the payload, which the backend relay parses strictly (SPEC "SSE events")."""
 
     payload: dict[str, Any]
+    suggestions: tuple[str, ...] = ()
+
+    @property
+    def streamed(self) -> dict[str, Any]:
+        """The SSE ``close`` data: the payload, with the suggestions when there are any."""
+        if not self.suggestions:
+            return self.payload
+        return {**self.payload, "suggestions": list(self.suggestions)}
 
 
 @dataclass(frozen=True, slots=True)

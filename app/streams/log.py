@@ -82,7 +82,7 @@ class LoggedEvent:
         if isinstance(event, Delta):
             return cls(seq, CHALLENGE, 200, event.text)
         if isinstance(event, Done):
-            return cls(seq, CLOSE, 200, envelope_json(200, MESSAGE_DONE, event.payload))
+            return cls(seq, CLOSE, 200, envelope_json(200, MESSAGE_DONE, event.streamed))
         error = event.error
         return cls(seq, ERROR, error.status, envelope_json(error.status, error.message, error.data))
 

@@ -1,6 +1,6 @@
-"""The gateway's own recommend (ANSWER_COMPOSITION=titles): for every category, kind of turn
-and situation, two whole Korean sentences that name the category and speak to the situation,
-pass the reader checks of bench/reader_checks.py, and vary from turn to turn."""
+"""The gateway's own recommend (ANSWER_COMPOSITION=titles): for every category, kind of turn,
+situation and constraint, whole Korean sentences that name the first challenge and speak to
+the turn, pass the reader checks of bench/reader_checks.py, and differ between messages."""
 
 from __future__ import annotations
 
@@ -8,40 +8,89 @@ import itertools
 
 import pytest
 
-from app.chat.recommend import Opening, compose_recommend
+from app.chat.constraints import Constraint
+from app.chat.recommend import NO_ANSWER, Opening, compose_recommend
 from app.domain.categories import LOCATIONS, WORK_TYPES, Category
 from bench.reader_checks import Turn, ends_whole, judge, split_sentences
 
 KINDS = ("first", "switch", "more", "among", "another", "back", "ask")
+LEADS = ("텀블러로 음료 마시기", "장바구니 들고 장보기", "LED 전구로 바꾸기")
 
 
 @pytest.mark.parametrize("category", list(Category))
 def test_every_recommend_reads_as_whole_korean_sentences(category: Category) -> None:
     situations = [(None, None), *itertools.product(sorted(LOCATIONS), sorted(WORK_TYPES))]
-    for kind, (location, work_type), turn in itertools.product(KINDS, situations, range(3)):
-        text = compose_recommend(Opening(category, kind, location, work_type, turn=turn))
+    wants: list[tuple[Constraint, ...]] = [
+        (),
+        (Constraint.FREE,),
+        (Constraint.EASY, Constraint.HOME),
+    ]
+    for kind, (location, work_type), lead, wanted, unmet in itertools.product(
+        KINDS, situations, LEADS, wants, (False, True)
+    ):
+        opening = Opening(
+            category, kind, location, work_type, lead=lead, constraints=wanted, unmet=unmet
+        )
+        text = compose_recommend(opening)
         sentences = split_sentences(text)
-        assert len(sentences) == 2 and all(ends_whole(s) for s in sentences), text
-        if kind != "among":
-            assert category.label in text, text
-        if location and kind == "first":
+        assert 2 <= len(sentences) <= 3 and all(ends_whole(s) for s in sentences), text
+        assert f"'{lead}'" in text, "it names the first challenge"
+        if wanted:
+            assert wanted[-1].phrase in text, text
+        if wanted and unmet:
+            assert "찾지 못했어요" in text, "it says plainly that none satisfies them"
+        if location and kind == "first" and not wanted:
             assert location in text and work_type is not None, text
         checked = Turn(message=None, display=text, terminal="close", close={"recommend": text})
         problems = judge(checked, ("clean", "repeats"))
         assert not any(problems.values()), (text, problems)
 
 
-def test_a_conversation_does_not_hear_the_same_sentence_every_turn() -> None:
-    said = [
-        compose_recommend(Opening(Category.ENERGY_SAVING, "ask", turn=turn)) for turn in range(3)
-    ]
-    assert len(set(said)) == 3
+def test_a_question_is_answered_first_or_said_plainly_not_held() -> None:
+    answer = "물로만 헹구면 냄새가 남으니 베이킹소다를 푼 물에 담가 두세요."
+    text = compose_recommend(
+        Opening(
+            Category.ZERO_WASTE, "first", lead="텀블러로 음료 마시기", question=True, answer=answer
+        )
+    )
+    assert text.startswith(answer) and "'텀블러로 음료 마시기'" in text
+    text = compose_recommend(
+        Opening(Category.ZERO_WASTE, "first", lead="텀블러로 음료 마시기", question=True)
+    )
+    assert text.startswith(NO_ANSWER) and len(split_sentences(NO_ANSWER)) == 1
+
+
+def test_different_messages_do_not_hear_the_same_opening() -> None:
+    messages = [f"메시지 {n}" for n in range(8)]
+    openings = {
+        split_sentences(
+            compose_recommend(Opening(Category.VEGAN, "first", lead="두부 요리", message=m))
+        )[0]
+        for m in messages
+    }
+    assert len(openings) >= 3, "the wording varies with the message"
+    leads = {
+        compose_recommend(Opening(Category.VEGAN, "first", lead=lead, message="같은 말"))
+        for lead in LEADS
+    }
+    assert len(leads) == len(LEADS), "and with the challenge it puts first"
 
 
 def test_more_that_left_its_category_says_so() -> None:
     text = compose_recommend(
-        Opening(Category.PLOGGING, "more", "산", "영업직", previous_category=Category.VEGAN)
+        Opening(
+            Category.PLOGGING, "more", "산", "영업직", previous_category=Category.VEGAN, lead="줍기"
+        )
     )
     assert "비건" in text and "플로깅" in text
-    same = compose_recommend(Opening(Category.VEGAN, "more", previous_category=Category.VEGAN))
-    assert "앞서 보여 드린 것 말고" in same
+
+
+def test_korean_particles_follow_the_last_syllable() -> None:
+    with_final = compose_recommend(Opening(Category.VEGAN, "another", lead="두부 반찬"))
+    without = compose_recommend(Opening(Category.VEGAN, "another", lead="채식 도시락 싸기"))
+    assert "'두부 반찬'을" in with_final and "'채식 도시락 싸기'를" in without
+
+
+def test_no_challenge_left_is_said_plainly() -> None:
+    text = compose_recommend(Opening(Category.MEDIA, "more"))
+    assert "찾지 못했어요" in text and ends_whole(text)

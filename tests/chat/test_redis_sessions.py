@@ -145,6 +145,22 @@ async def test_a_turn_keeps_the_exchange_to_replay(make_store: MakeStore) -> Non
     assert (await store.load("s")).turns == (turn,)
 
 
+async def test_a_turn_keeps_its_constraints_and_the_situation_told(make_store: MakeStore) -> None:
+    store = await make_store(max_turns=5)
+    turn = Turn(
+        "돈 안 드는 거",
+        "a",
+        Category.VEGAN,
+        ("d1",),
+        constraints=("free", "home"),
+        told=("at:바닷가",),
+    )
+    await store.record("s", turn=turn)
+    state = await store.load("s")
+    assert state.turns == (turn,)
+    assert state.constraints == ("free", "home") and state.told == ("at:바닷가",)
+
+
 async def test_a_turn_keeps_its_category_and_older_turns_read_without_one(
     redis_url: str, make_redis: _Stores
 ) -> None:

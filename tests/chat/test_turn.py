@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 import pytest
 
+from app.chat.constraints import FacetExample, FacetReader, FacetReaders
 from app.chat.generation import Generator
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.chat.plan import BaseInfoTurn, FreeTextTurn
@@ -77,6 +78,17 @@ def _intents() -> IntentClassifiers:
     )
 
 
+def _facets() -> FacetReaders:
+    """Reads nothing: no constraint, situation or question in any message."""
+    lexical = LexicalEmbedder()
+    plain = [FacetExample("두유", frozenset())]
+    return FacetReaders(
+        FacetReader(plain, np.stack([TOPIC_VECTOR]), k=1),
+        FacetReader(plain, lexical.embed_queries(["두유"]), k=1),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
 class _EmbedderBusy:
     """Busy for every turn; a turn that waits (``wait=True``) gets ``waited`` (None: busy too)."""
 
@@ -134,6 +146,7 @@ def _service(
     planner = Planner(
         retriever=retriever,  # type: ignore[arg-type]
         intents=_intents(),
+        facets=_facets(),
         sessions=sessions,
         settings=settings,
         metrics=metrics,

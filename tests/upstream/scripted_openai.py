@@ -344,7 +344,9 @@ def answer_by_schema(p: dict[str, Any], body: Any) -> dict[str, Any]:
     schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
     titles = _title_enum(schema)
     items: list[dict[str, str]] = []
-    for index in p["picks"]:
+    # As vLLM's grammar makes a model answer: no more items than the schema allows.
+    most = schema.get("properties", {}).get("challenges", {}).get("maxItems")
+    for index in p["picks"][:most]:
         item = {"title": titles[index] if index < len(titles) else f"없는 챌린지 {index}"}
         if "description" in schema.get("$defs", {}).get("ChallengeItem", {}).get("properties", {}):
             item["description"] = p["picks_description"]

@@ -1,0 +1,84 @@
+"""Ranking and a question's answer, on made-up catalogue documents: constraints first (the
+nearest when none satisfies them, said so), a narrow persona after what anyone can do when the
+situation is unknown, a situation told in words lifting what is tagged for it; the answer is a
+catalogue sentence, exactly, or nothing."""
+
+from __future__ import annotations
+
+from app.chat.answers import find_answer
+from app.chat.constraints import Constraint
+from app.chat.ranking import Ranked, Situation, rank
+from app.domain.categories import Category
+from app.rag.corpus import Document, Traits
+from app.rag.retriever import Hit
+
+
+def _hit(
+    doc_id: str,
+    *,
+    effort: str = "medium",
+    cost: str = "low",
+    places: tuple[str, ...] = ("home",),
+    anyone: bool = True,
+    locations: tuple[str, ...] = ("도시",),
+    body: str = "설명 한 문장입니다. 두 번째 문장입니다.",
+    title: str = "",
+) -> Hit:
+    traits = Traits(effort, cost, frozenset(places), frozenset({"alone"}), anyone)
+    document = Document(
+        doc_id,
+        title or f"챌린지 {doc_id}",
+        body,
+        Category.ZERO_WASTE,
+        locations,
+        ("사무직",),
+        (),
+        "",
+        traits,
+    )
+    return Hit(document, 0.5)
+
+
+def _ids(ranked: Ranked) -> list[str]:
+    return [hit.document.id for hit in ranked.hits]
+
+
+def test_constraints_keep_only_what_satisfies_them() -> None:
+    hits = [_hit("a"), _hit("b", cost="free"), _hit("c", cost="free", effort="easy")]
+    assert _ids(rank(hits, constraints={Constraint.FREE})) == ["b", "c"]
+    assert _ids(rank(hits, constraints={Constraint.FREE, Constraint.EASY})) == ["c"]
+    assert not rank(hits, constraints={Constraint.FREE}).unmet
+
+
+def test_when_none_satisfies_them_the_nearest_come_first_and_it_is_said() -> None:
+    hits = [_hit("a"), _hit("b", cost="free"), _hit("c", places=("outside",))]
+    ranked = rank(hits, constraints={Constraint.FREE, Constraint.OUTSIDE})
+    assert ranked.unmet and set(_ids(ranked)[:2]) == {"b", "c"} and _ids(ranked)[2] == "a"
+
+
+def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
+    hits = [_hit("boat", anyone=False), _hit("b"), _hit("c")]
+    assert _ids(rank(hits))[0] == "b"
+    known = Situation("바닷가", "현장직", given=True)
+    assert _ids(rank(hits, situation=known))[0] == "boat"
+
+
+def test_a_situation_told_in_words_lifts_what_is_tagged_for_it() -> None:
+    hits = [_hit("a"), _hit("b"), _hit("sea", locations=("바닷가",))]
+    assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "sea"
+    assert _ids(rank(hits))[0] == "a", "retrieval's order otherwise"
+
+
+def test_a_question_is_answered_by_the_sentence_that_holds_it() -> None:
+    tumbler = _hit(
+        "t",
+        title="텀블러로 음료 마시기",
+        body="텀블러는 쓰고 나서 바로 헹궈 두세요. 물때가 끼면 베이킹소다를 푼 따뜻한 물에 담가 세척하면 됩니다.",
+    )
+    other = _hit(
+        "o", body="장바구니를 챙겨 비닐봉지를 받지 않습니다. 현관에 걸어 두면 잊지 않습니다."
+    )
+    found = find_answer("텀블러 물때는 어떻게 세척해?", [other, tumbler])
+    assert found is not None and found.hit is tumbler
+    assert found.sentence == "물때가 끼면 베이킹소다를 푼 따뜻한 물에 담가 세척하면 됩니다."
+    assert find_answer("주식은 언제 사는 게 좋아?", [other, tumbler]) is None
