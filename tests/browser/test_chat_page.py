@@ -56,6 +56,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 except ImportError:  # reported by the fixture as a failure
     webdriver = None
@@ -678,6 +679,8 @@ def test_suggestions_are_chips_that_send_the_next_message(browser: Any, site: Sc
 
     chips[1].click()
     _follow(browser, 1)
+    focused = browser.execute_script("return document.activeElement.id;")
+    assert focused != "message", "a tap opens no on-screen keyboard"
     second = _last_answer(browser)
     assert second["text"] == "돈 안 드는 것으로 골라 봤어요." and second["chips"] == [
         long,
@@ -685,8 +688,11 @@ def test_suggestions_are_chips_that_send_the_next_message(browser: Any, site: Sc
     ]
     assert [c.text for c in _chips(browser)] == [long, "혼자서"], "earlier chips are gone"
 
-    _chips(browser)[0].click()  # over the cap: sent as if typed, cut to 100 characters
+    # Over the cap: sent as if typed, cut to 100 characters. By keyboard: the focus goes on to
+    # the message box, not lost with the chip.
+    _chips(browser)[0].send_keys(Keys.ENTER)
     _follow(browser, 2)
+    assert browser.execute_script("return document.activeElement.id;") == "message"
     third = _last_answer(browser)
     assert third["text"] == "친환경 챌린지를 추천해 드려요." and third["titles"] == []
     assert third["chips"] == ["아이랑"] and not third["bubbleHidden"]

@@ -146,7 +146,12 @@
     for (const text of texts) {
       const chip = el("button", "chip", text.trim());
       chip.type = "button";
-      chip.addEventListener("click", () => sendText(text));
+      chip.addEventListener("click", () => {
+        // The chip goes with the question it sends: a keyboard user lands in the message box
+        // (a tap does not, so no on-screen keyboard opens).
+        const byKeyboard = chip.matches(":focus-visible");
+        if (sendText(text) && byKeyboard) input.focus();
+      });
       group.appendChild(chip);
     }
     message.item.appendChild(group);
