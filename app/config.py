@@ -10,6 +10,7 @@ environment. ``Settings`` is every part at once, with the variable names unchang
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
@@ -36,6 +37,9 @@ _BUNDLED_CORPUS = Path(__file__).resolve().parent / "rag" / "data" / "challenges
 _DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
 Part = TypeVar("Part", bound=BaseModel)
+
+# A scheme, a host (its leftmost label may be ``*``) and an optional port: CSP's host-source.
+_FRAME_ORIGIN = re.compile(r"https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?")
 
 
 def _blank_is_none(value: object) -> object:
@@ -230,6 +234,8 @@ class AccessSettings(RedisSettings):
     # Its HMAC key; None: derived from the keys (the same on every process that has them).
     page_token_secret: SecretStr | None = None
     page_token_ttl_seconds: float = Field(3600.0, gt=0)  # renewed while the visitor chats
+    # Origins whose pages may show the chat page in a frame; empty: none may.
+    page_frame_ancestors: Annotated[list[str], NoDecode] = Field(default_factory=list)
     max_concurrent_generations: int = Field(256, ge=1)  # more at once -> error 503, retry hint
     # Of MAX_CONCURRENT_GENERATIONS: what one client (a key, a trusted forwarded client, an
     # address) may hold at once; a relay key; and all page visitors together (under keys).
@@ -276,11 +282,21 @@ class AccessSettings(RedisSettings):
         "relay_api_keys",
         "trusted_proxies",
         "allowed_hosts",
+        "page_frame_ancestors",
         mode="before",
     )
     @classmethod
     def _split_lists(cls, value: object) -> object:
         return _comma_separated(value)
+
+    @field_validator("page_frame_ancestors")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        # Written into the page's Content-Security-Policy: an origin and nothing else.
+        for origin in value:
+            if not _FRAME_ORIGIN.fullmatch(origin):
+                raise ValueError(f"not an origin (https://host[:port]): {origin[:80]!r}")
+        return value
 
 
 class FeedbackSettings(RedisSettings, SamplingSettings):

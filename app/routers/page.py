@@ -9,6 +9,9 @@ Under API_KEYS the page comes with its visitor token, a cookie (``app.web.page_t
 visitor costs one request of its address's client limit, so reloading the page cannot mint
 visitors faster than the address may ask; a visitor whose token is past half its life gets it
 renewed, still the same visitor.
+
+The page comes with its Content-Security-Policy and frame protection, it and its assets with
+``nosniff`` (:mod:`app.web.page_policy`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from app.domain.events import envelope
 from app.web.access import Caller, client_address
 from app.web.deps import ChatDep
 from app.web.errors import error_response
+from app.web.page_policy import ASSET_HEADERS
 
 __all__ = ["router"]
 
@@ -33,24 +37,24 @@ _ASSETS = {
     "chat.css": "text/css; charset=utf-8",
     "chat.js": "text/javascript; charset=utf-8",
 }
-_HEADERS = {"cache-control": "no-cache"}
+_HEADERS = {"cache-control": "no-cache", **ASSET_HEADERS}
 
 
 @router.get("/")
 async def index(request: Request, chat: ChatDep) -> Response:
-    headers = dict(_HEADERS)
     access = chat.admission.access
+    headers = {**_HEADERS, **access.page_headers}
     if access.page_tokens is not None:
         visit, stale = access.page_visit(request)
         if visit is None:
             try:
                 await chat.admission.page_load(Caller(f"page:{client_address(request)}", "page"))
             except Refused as refused:
-                return error_response(refused.error)
+                return error_response(refused.error, ASSET_HEADERS)
         if visit is None or stale:
             cookie = access.page_cookie(request, visit.visitor if visit else None)
             if cookie is not None:
-                headers = {"cache-control": "no-store", "set-cookie": cookie}
+                headers |= {"cache-control": "no-store", "set-cookie": cookie}
     return FileResponse(
         _STATIC / "index.html", media_type="text/html; charset=utf-8", headers=headers
     )
@@ -60,5 +64,7 @@ async def index(request: Request, chat: ChatDep) -> Response:
 async def asset(name: str) -> Response:
     media_type = _ASSETS.get(name)
     if media_type is None:
-        return JSONResponse(envelope(404, "찾을 수 없는 파일이에요.", None), status_code=404)
+        return JSONResponse(
+            envelope(404, "찾을 수 없는 파일이에요.", None), status_code=404, headers=ASSET_HEADERS
+        )
     return FileResponse(_STATIC / name, media_type=media_type, headers=_HEADERS)

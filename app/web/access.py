@@ -47,6 +47,7 @@ from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.config import AccessSettings
 from app.domain.errors import Unauthorized
+from app.web.page_policy import page_headers
 from app.web.page_token import COOKIE, PageTokens, PageVisit
 
 __all__ = [
@@ -129,6 +130,8 @@ class Access:
             for name, k, relay in named
         ]
         self.keys_required = bool(self._keys)
+        # The chat page's headers: its policy and who may frame it (app/web/page_policy.py).
+        self.page_headers = page_headers(settings.page_frame_ancestors)
         self.page_tokens: PageTokens | None = None
         if self.keys_required and settings.page_tokens:
             ttl = settings.page_token_ttl_seconds

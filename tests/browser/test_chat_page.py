@@ -4,9 +4,10 @@ Needs Debian's chromium and chromium-driver (``scripts/install_browser.sh``) and
 they are missing the tests fail, never skip: CI installs them.
 
 What the page must do (SPEC "Who calls us"): stream the ``challenge`` texts into the bubble as
-they arrive, render cards from ``close``, show the envelope's Korean ``message`` on ``error``,
-and close its EventSource on every terminal event so the browser never reconnects into a
-second generation. A dropped connection (a TCP relay in the test resets it mid-answer) is left
+they arrive; at ``close`` keep only the recommend in the bubble and show the challenges as cards
+(each description once on the page) and the ``suggestions`` as chips that send the next message;
+show the envelope's Korean ``message`` on ``error``, after what was already shown; and close its
+EventSource on every terminal event so the browser never reconnects into a second generation. A dropped connection (a TCP relay in the test resets it mid-answer) is left
 to the browser's own reconnect with ``Last-Event-ID``: the gateway continues the same answer,
 or ends it with its error, or answers 204, which stops the browser. Reconnects are counted
 twice: as upstream chat requests and as the browser's own network requests (Chromium's
@@ -14,7 +15,11 @@ performance log).
 
 The page's tests run twice: against a gateway without API keys, and against one with
 ``API_KEYS`` set, where the page gets in with nothing but the visitor token (a cookie) the
-gateway hands out with the page itself (docs/security.md).
+gateway hands out with the page itself (docs/security.md). Every page load records the
+violations of its Content-Security-Policy (``securitypolicyviolation``), and the tests assert
+there are none, beside one that shows the policy is enforced. What the gateway does not send
+on demand (``suggestions``, an ``error`` after some text) comes from a scripted stand-in that
+serves the same page (tests/support/scripted_page.py).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from app.chat.planning import OFF_TOPIC_REPLY
 from app.domain.errors import UpstreamFailed
 from app.streams.log import StreamAborted
 from tests.support.gateway import ROOT, GatewayProcess
+from tests.support.scripted_page import ScriptedPage, answer_events, error_events
 from tests.support.store import store_copy
 from tests.upstream.scripted_openai import (
     DEFAULT_ANSWER,
@@ -50,6 +56,7 @@ try:
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
 except ImportError:  # reported by the fixture as a failure
     webdriver = None
@@ -104,6 +111,15 @@ window.EventSource = class extends Native {
 };
 """
 
+# Installed before any page script runs (a CDP script for every new document): every violation
+# of the page's Content-Security-Policy, as the browser reports it to the page.
+_CSP_JS = """
+window.__csp = [];
+document.addEventListener('securitypolicyviolation', (e) => {
+  window.__csp.push(`${e.effectiveDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`);
+});
+"""
+
 _SNAPSHOT_JS = """
 const answers = document.querySelectorAll('#chat-log > li.msg.bot[data-state]');
 const last = answers[answers.length - 1];
@@ -126,6 +142,8 @@ return {
   titles: all('.card-title'),
   descriptions: all('.card-text'),
   labels: all('.badge'),
+  chips: all('.suggestions button'),
+  bubbleHidden: last.querySelector('.bubble').hidden,
   error: all('.error-text').join(''),
   busy: document.getElementById('chat-log').getAttribute('aria-busy'),
   buttonsDisabled: Array.from(document.querySelectorAll('button'), (b) => b.disabled),
@@ -153,6 +171,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
     service = Service(executable_path=str(CHROMEDRIVER))
     driver = webdriver.Chrome(service=service, options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _CSP_JS})
     try:
         yield driver
     finally:
@@ -276,12 +295,30 @@ def _assert_idle(answer: dict[str, Any]) -> None:
     assert not any(answer["buttonsDisabled"]), "the forms are usable again"
 
 
+def _assert_each_once(driver: Any, texts: list[str]) -> None:
+    """Each text is on the page exactly once (hidden nodes count too)."""
+    page = driver.execute_script("return document.body.textContent;")
+    assert {text: page.count(text) for text in texts} == dict.fromkeys(texts, 1)
+
+
+def _console_errors(driver: Any) -> list[str]:
+    """The browser's console errors since the last call (a refused load or inline code too)."""
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def _csp_violations(driver: Any) -> list[str]:
+    violations: list[str] = driver.execute_script("return window.__csp;")
+    return violations
+
+
 def test_base_info_streams_live_then_cards_then_free_text(
     page: Any, scripted: ScriptedUpstreamThread
 ) -> None:
     scripted.set_scenario("ok", token_delay=0.02)
     titles = [c["title"] for c in DEFAULT_ANSWER["challenges"]]
     descriptions = [c["description"] for c in DEFAULT_ANSWER["challenges"]]
+
+    recommend = DEFAULT_ANSWER["recommend"]
 
     _submit_base_info(page, "바닷가", "현장직", "플로깅")
     seen = _follow(page, 0)
@@ -290,12 +327,14 @@ def test_base_info_streams_live_then_cards_then_free_text(
     assert len(intermediate) >= 2, f"the bubble did not grow live: {sorted(intermediate)}"
     for text in seen:
         assert final.startswith(text), text  # it only ever grows
+    assert max(intermediate) > len(recommend), "the challenges streamed into the bubble too"
     answer = _last_answer(page)
     assert answer["state"] == "done"
-    assert answer["text"] == final
+    assert answer["text"] == recommend, "at close the cards replace the streamed challenges"
     assert answer["titles"] == titles
     assert answer["descriptions"] == descriptions
     assert answer["labels"] == ["플로깅"] * 3
+    _assert_each_once(page, descriptions + titles)
     _assert_idle(answer)
     _screenshot(page)
 
@@ -303,7 +342,7 @@ def test_base_info_streams_live_then_cards_then_free_text(
     _follow(page, 1)
     second = _last_answer(page)
     assert second["state"] == "done"
-    assert second["text"] == final
+    assert second["text"] == recommend
     assert second["labels"] == ["플로깅"] * 3, "the session kept the base-info category"
     _assert_idle(second)
     assert page.find_element(By.ID, "message").get_attribute("value") == ""
@@ -319,8 +358,8 @@ def test_base_info_streams_live_then_cards_then_free_text(
     assert len(session_ids) == 1 and len(session_ids.pop()) == 36, "one UUID per page load"
     assert len(scripted.chat_requests) == 2, "one upstream generation per submit"
     assert _answers(page) == 2
-    console = [e["message"] for e in page.get_log("browser") if e["level"] == "SEVERE"]
-    assert console == [], "the page logged errors"
+    assert _console_errors(page) == [], "the page logged errors"
+    assert _csp_violations(page) == [], "the page broke its own Content-Security-Policy"
 
 
 def test_upstream_error_is_readable_and_never_reconnects(
@@ -415,7 +454,7 @@ def test_dropped_connection_resumes_the_live_answer(
             assert final.startswith(text), text  # it only ever grows: nothing twice
         answer = _last_answer(browser)
         assert answer["state"] == "done", answer
-        assert answer["text"] == final
+        assert answer["text"] == DEFAULT_ANSWER["recommend"]
         assert answer["titles"] == [c["title"] for c in DEFAULT_ANSWER["challenges"]]
         assert answer["error"] == ""
         _assert_idle(answer)
@@ -540,3 +579,149 @@ def test_page_assets_load_and_nothing_else_is_served(page: Any) -> None:
     assert page.find_element(By.ID, "message-count").text == "0/100", "chat.js ran"
     status = page.execute_script("return fetch('static/index.html').then((r) => r.status);")
     assert status == 404, "only the listed assets are served from /static"
+
+
+def test_the_pages_policy_is_enforced(page: Any, chat_gateway: GatewayProcess) -> None:
+    # The page loaded without breaking its policy (the full answer is checked above); what an
+    # injection would try is refused: inline script and style, a foreign connection, a frame.
+    assert _csp_violations(page) == []
+    tried = page.execute_script(
+        """
+        const script = document.createElement('script');
+        script.textContent = 'window.__inline = true;';
+        document.head.appendChild(script);
+        const styled = document.createElement('p');
+        styled.setAttribute('style', 'color: rgb(255, 0, 0)');
+        document.body.appendChild(styled);
+        const color = getComputedStyle(styled).color;
+        styled.remove();
+        return fetch('http://127.0.0.2:9/').then(() => 'sent', () => 'refused')
+          .then((connect) => [window.__inline === true, color, connect]);
+        """
+    )
+    assert tried == [False, "rgb(31, 42, 36)", "refused"]  # not run, not styled, not sent
+    deadline = time.monotonic() + 2
+    while len(violations := _csp_violations(page)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    directives = sorted(v.split()[0] for v in violations)
+    assert directives == ["connect-src", "script-src-elem", "style-src-attr"], violations
+
+    # Framed by another origin: the browser shows its error page in the frame instead.
+    page.get("data:text/html,<iframe src='" + chat_gateway.url + "/'></iframe>")
+    frame = page.find_element(By.TAG_NAME, "iframe")
+    deadline = time.monotonic() + 5
+    try:
+        while True:
+            page.switch_to.frame(frame)
+            shown = page.execute_script(
+                "return [location.href, !!document.getElementById('chat-log')];"
+            )
+            page.switch_to.default_content()
+            if shown[0] != "about:blank" or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+    finally:
+        page.switch_to.default_content()
+    assert shown == ["chrome-error://chromewebdata/", False], "the page was shown in a frame"
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[ScriptedPage]:
+    with ScriptedPage() as stand_in:
+        yield stand_in
+
+
+def _open(browser: Any, site: ScriptedPage) -> None:
+    site.reset()
+    browser.get_log("browser")
+    browser.get(site.url + "/")
+    browser.execute_script(_WATCH_JS, list(FORBIDDEN))
+
+
+def _chips(driver: Any) -> list[Any]:
+    return list(driver.find_elements(By.CSS_SELECTOR, "#chat-log .suggestions button"))
+
+
+CHALLENGES = [
+    {**item, "category": "PLOGGING", "label": "플로깅"} for item in DEFAULT_ANSWER["challenges"]
+]
+SUGGESTIONS = ["더 쉬운 거", "돈 안 드는 거", "다른 분야"]
+
+
+def test_suggestions_are_chips_that_send_the_next_message(browser: Any, site: ScriptedPage) -> None:
+    long = "가" * 120
+    site_answers = [
+        answer_events("첫 답이에요.", CHALLENGES, SUGGESTIONS),
+        answer_events("돈 안 드는 것으로 골라 봤어요.", CHALLENGES[:1], [long, "혼자서"]),
+        answer_events("친환경 챌린지를 추천해 드려요.", [], ["아이랑"]),  # off-topic-like
+        answer_events("혼자 하기 좋은 것들이에요.", CHALLENGES[1:]),  # no suggestions
+    ]
+    _open(browser, site)
+    for events in site_answers:
+        site.queue(events)
+
+    _submit_base_info(browser, "바닷가", "현장직", "플로깅")
+    _follow(browser, 0)
+    first = _last_answer(browser)
+    assert first["state"] == "done" and first["text"] == "첫 답이에요."
+    assert first["titles"] == [c["title"] for c in CHALLENGES]
+    _assert_each_once(browser, [c["description"] for c in CHALLENGES])
+    assert first["chips"] == SUGGESTIONS
+    group = browser.find_element(By.CSS_SELECTOR, ".suggestions")
+    assert (group.get_attribute("role"), group.get_attribute("aria-label")) == (
+        "group",
+        "이어서 물어보기",
+    )
+    chips = _chips(browser)
+    assert [(c.tag_name, c.get_attribute("type"), c.accessible_name) for c in chips] == [
+        ("button", "button", text) for text in SUGGESTIONS
+    ]
+
+    chips[1].click()
+    _follow(browser, 1)
+    focused = browser.execute_script("return document.activeElement.id;")
+    assert focused != "message", "a tap opens no on-screen keyboard"
+    second = _last_answer(browser)
+    assert second["text"] == "돈 안 드는 것으로 골라 봤어요." and second["chips"] == [
+        long,
+        "혼자서",
+    ]
+    assert [c.text for c in _chips(browser)] == [long, "혼자서"], "earlier chips are gone"
+
+    # Over the cap: sent as if typed, cut to 100 characters. By keyboard: the focus goes on to
+    # the message box, not lost with the chip.
+    _chips(browser)[0].send_keys(Keys.ENTER)
+    _follow(browser, 2)
+    assert browser.execute_script("return document.activeElement.id;") == "message"
+    third = _last_answer(browser)
+    assert third["text"] == "친환경 챌린지를 추천해 드려요." and third["titles"] == []
+    assert third["chips"] == ["아이랑"] and not third["bubbleHidden"]
+
+    _send_message(browser, "혼자 할 수 있는 거")  # typing removes the chips too
+    _follow(browser, 3)
+    assert _last_answer(browser)["titles"] == [c["title"] for c in CHALLENGES[1:]]
+    assert _chips(browser) == [], "no suggestions, no chips"
+    _assert_idle(_last_answer(browser))
+
+    users = browser.find_elements(By.CSS_SELECTOR, "#chat-log > li.msg.user .bubble")
+    assert [u.text for u in users][1:] == ["돈 안 드는 거", "가" * 100, "혼자 할 수 있는 거"]
+    assert browser.find_element(By.ID, "message").get_attribute("value") == ""
+    paths = [path for path, _ in site.requests]
+    assert paths == ["base-info", "free-text", "free-text", "free-text"]
+    messages = [query.get("message") for _, query in site.requests]
+    assert messages == [None, "돈 안 드는 거", "가" * 100, "혼자 할 수 있는 거"]
+    assert len({query["sessionId"] for _, query in site.requests}) == 1, "one session"
+    assert _console_errors(browser) == [] and _csp_violations(browser) == []
+
+
+def test_an_error_after_some_text_keeps_that_text(browser: Any, site: ScriptedPage) -> None:
+    shown = "첫 답이에요.\n\n" + CHALLENGES[0]["title"]
+    _open(browser, site)
+    site.queue(error_events(shown, 504, "답변이 너무 늦어지고 있어요. 잠시 후 다시 시도해 주세요."))
+    _submit_base_info(browser, "산", "사무직", "비건")
+    _follow(browser, 0)
+    answer = _last_answer(browser)
+    assert answer["state"] == "error" and answer["text"] == shown
+    assert answer["error"] == "답변이 너무 늦어지고 있어요. 잠시 후 다시 시도해 주세요."
+    assert answer["titles"] == [] and answer["chips"] == []
+    _assert_idle(answer)

@@ -2,8 +2,10 @@
 //
 // One EventSource per question. It listens for the three named events of SPEC "SSE events":
 //   challenge -> append data.data (display text) to the bot bubble as it arrives
-//   close     -> render the challenge cards, then es.close()
-//   error     -> show the envelope's Korean message, then es.close()
+//   close     -> the bubble keeps only the recommend and the challenges become cards (each
+//                description is on the page once), then the suggestions become chips that
+//                send their text as the next message; es.close()
+//   error     -> keep what was shown, add the envelope's Korean message, then es.close()
 // Closing on every terminal event matters: an EventSource reconnects by itself when a
 // response ends. A dropped connection is different: it reaches the same "error" listener as a
 // plain Event (no data) and the page lets the browser reconnect. The browser sends the id of
@@ -32,6 +34,7 @@
     generic: "일시적인 오류가 발생했어요. 잠시 후 다시 시도해 주세요.",
     empty: "메시지를 입력해 주세요.",
     fields: "확인할 항목: ",
+    suggestions: "이어서 물어보기",
   };
 
   const sessionId = newSessionId();
@@ -131,6 +134,33 @@
     message.item.appendChild(list);
   }
 
+  // Follow-ups to tap (close.data.data.suggestions): each sends its text as if typed. Only the
+  // newest answer has them: asking anything removes them (clearSuggestions).
+  function renderSuggestions(message, suggestions) {
+    if (!Array.isArray(suggestions)) return;
+    const texts = suggestions.filter((s) => typeof s === "string" && s.trim());
+    if (texts.length === 0) return;
+    const group = el("div", "suggestions");
+    group.setAttribute("role", "group");
+    group.setAttribute("aria-label", TEXT.suggestions);
+    for (const text of texts) {
+      const chip = el("button", "chip", text.trim());
+      chip.type = "button";
+      chip.addEventListener("click", () => {
+        // The chip goes with the question it sends: a keyboard user lands in the message box
+        // (a tap does not, so no on-screen keyboard opens).
+        const byKeyboard = chip.matches(":focus-visible");
+        if (sendText(text) && byKeyboard) input.focus();
+      });
+      group.appendChild(chip);
+    }
+    message.item.appendChild(group);
+  }
+
+  function clearSuggestions() {
+    log.querySelectorAll(".suggestions").forEach((group) => group.remove());
+  }
+
   function renderError(message, text, details) {
     const note = el("p", "error-note");
     const icon = el("span", "error-icon", "!");
@@ -159,6 +189,7 @@
     url.searchParams.set("sessionId", sessionId);
     for (const [key, value] of Object.entries(params)) url.searchParams.set(key, value);
 
+    clearSuggestions();
     const message = addBotMessage();
     setBusy(true);
     const es = new EventSource(url);
@@ -195,11 +226,13 @@
       const envelope = parseEnvelope(event.data);
       const result = envelope && envelope.data ? envelope.data : {};
       const wasNearBottom = nearBottom();
-      if (!message.textNode.data && typeof result.recommend === "string") {
-        message.textNode.appendData(result.recommend);
-      }
+      // The streamed text was the recommend, then each challenge's title and description:
+      // the cards show the challenges now, so the bubble keeps the recommend alone.
+      if (typeof result.recommend === "string") message.textNode.data = result.recommend;
       finish(es, message, "done");
+      message.bubble.hidden = !message.textNode.data;
       renderCards(message, result.challenges);
+      renderSuggestions(message, result.suggestions);
       keepScrolled(wasNearBottom);
     });
 
@@ -260,19 +293,26 @@
     updateCounter();
   });
 
-  textForm.addEventListener("submit", (event) => {
-    event.preventDefault();
-    if (current) return;
-    const text = capped(input.value).trim();
+  // A free-text turn, typed or a suggestion tapped: the same cap, path and session.
+  function sendText(raw) {
+    if (current) return false;
+    const text = capped(raw).trim();
     if (!text) {
       status.textContent = TEXT.empty;
       input.focus();
-      return;
+      return false;
     }
     addUserMessage(text);
-    input.value = "";
-    updateCounter();
     ask(FREE_TEXT_URL, { message: text });
+    return true;
+  }
+
+  textForm.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (sendText(input.value)) {
+      input.value = "";
+      updateCounter();
+    }
   });
 
   input.addEventListener("keydown", (event) => {
