@@ -59,16 +59,15 @@ CONSTRAINT_WORDS: dict[str, tuple[str, ...]] = {
         "손쉽",
         "금방",
         "짧",
-        "바로",
         "간편",
     ),
     "free": ("돈", "무료", "비용", "공짜", "들지 않", "안 드는", "안 들"),
-    "home": ("집",),
+    "home": ("집에서", "집에", "집 안", "집안", "집밥", "우리 집"),
     "work": ("회사", "사무실", "직장", "일터", "현장", "업무", "자리에서"),
     "outside": ("밖", "야외", "바깥", "나가"),
     "moving": ("이동", "출장", "외근", "오가", "다니", "길에"),
     "alone": ("혼자", "스스로"),
-    "family": ("가족", "아이", "아들", "딸", "애들"),
+    "family": ("가족", "아이와", "아이랑", "아이들", "아이가", "아이에게", "자녀", "아들", "애들"),
     "coworkers": ("동료", "팀", "회사 사람"),
     "neighbours": ("이웃", "동네", "마을", "주민"),
 }
@@ -82,7 +81,7 @@ SITUATION_WORDS: dict[str, tuple[str, ...]] = {
     "사무직": ("사무", "회사", "직장"),
     "현장직": ("현장",),
     "영업직": ("영업", "외근", "거래처"),
-    "재택근무": ("재택", "집"),
+    "재택근무": ("재택", "집에서"),
 }
 
 # ------------------------------------------------------------------------------ words
@@ -98,15 +97,51 @@ _STOP = frozenset(
     있으 없을 없어 없나 없는 알려 추천 싶어 싶은 좋겠 좋아 같아 같은 보고 보여 부탁 골라
     위주 걸로 것도 거는 괜찮 정확 되는 거야 건지 거지 생각 다시 바로 오늘 이번 역시 완전
     대신 하기 만들 챙기 보기 고르 바꾸 줄이 줄일 나누 참여 쓰기 다녀 그래 고마 얘기 상관
+    때마 만한 나와 사는 먹을 걸으 들어 들이 해주 드는 드려
     """.split()
 )
 
 
+#: Endings cut off a word before its stem is taken, so "원룸인데" gives "원룸" and "걷거든" (a
+#: verb, one syllable left) gives nothing.
+_ENDINGS = tuple(
+    sorted(
+        """거든요 거든 는데요 는데 인데 은데 면서 지만 어요 아요 해요 했어 하는 하고 해서 어서 아서
+        니까 으면 다면 을까 는지 나요 까요 던데 더라 겠다 습니다 세요""".split(),
+        key=len,
+        reverse=True,
+    )
+)
+#: A stem found in at least this share of catalogue documents (title and body) is one every
+#: answer may say ("쓰레기", "있습니다"): naming it does not speak to this user.
+GENERIC_DOC_SHARE = 0.15
+
+
+def _raw_stems(text: str) -> set[str]:
+    found = set()
+    for run in _HANGUL_RUN.findall(text):
+        for ending in _ENDINGS:
+            if run.endswith(ending):
+                run = run[: -len(ending)]
+                break
+        if len(run) >= 2:
+            found.add(run[:2])
+    return found
+
+
+@cache
+def generic_stems() -> frozenset[str]:
+    docs = catalogue().by_title.values()
+    counts = Counter(s for d in docs for s in _raw_stems(f"{d.title} {d.body}"))
+    return frozenset(s for s, n in counts.items() if n >= GENERIC_DOC_SHARE * len(docs))
+
+
 def stems(text: str) -> set[str]:
-    """The first two syllables of each Hangul word of two or more syllables, without the
-    fillers in ``_STOP``: a cheap stand-in for a word's meaning that survives particles and
-    endings ("텀블러는" and "텀블러를" both give "텀블")."""
-    return {run[:2] for run in _HANGUL_RUN.findall(text) if len(run) >= 2} - _STOP
+    """The first two syllables of each Hangul word of two or more syllables (after a verb or
+    copula ending is cut), without fillers (``_STOP``) and words most catalogue documents use:
+    a cheap stand-in for a word's meaning that survives particles ("텀블러는" and "텀블러를"
+    both give "텀블")."""
+    return _raw_stems(text) - _STOP - generic_stems()
 
 
 def _names_any(text: str, words: Iterable[str]) -> bool:

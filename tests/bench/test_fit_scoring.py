@@ -169,3 +169,16 @@ def test_openings_shared_by_different_requests_are_not_distinct() -> None:
     ]
     assert unique_openings(answers) == [False, False, True, True, None]
     assert openings_distinct(answers) == 0.5
+
+
+def test_stems_cut_endings_and_skip_words_every_answer_uses() -> None:
+    assert "원룸" in stems("혼자 사는 원룸인데")
+    assert stems("해변을 걷거든") == {"해변"}  # a one-syllable verb stem is no word
+    assert "쓰레" not in stems("쓰레기가 한가득이야")  # most catalogue texts say it
+
+
+def test_a_generic_sentence_that_shares_only_a_common_word_does_not_speak() -> None:
+    message = "배달 시킬 때마다 쓰레기가 한가득이야"
+    recommend = "작은 습관 하나가 버려지는 쓰레기를 눈에 띄게 줄여 줘요."
+    assert not speaks(_turn(recommend, [OFFICE_CUP], message), _label(), [])
+    assert speaks(_turn("배달 앱 설정부터 바꿔 보세요.", [OFFICE_CUP], message), _label(), [])
