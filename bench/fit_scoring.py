@@ -1,0 +1,310 @@
+"""How well one answer fits its turn, scored against labels (bench/fit_bench.py).
+
+Each function reads only what a client received (the ``close``'s recommend and challenges)
+and the turn's label (bench/data/fit/), never the gateway's internals:
+
+    first_fits         the first challenge is one the label accepts first
+    fitting            how many shown challenges the label accepts at all
+    rule_kept          a follow-up keeps its rule: "new" shows nothing shown before in the
+                       session, "among" stays within the previous answer; and every shown
+                       challenge satisfies the constraints (is in ``ok``), or, when none does,
+                       the recommend says plainly that none fits
+    speaks             the recommend names the first challenge or the user's concern, and is
+                       not the message said back
+    answered           a question gets the catalogue's sentence that answers it and the
+                       challenge holding it first; with no answer in the catalogue, the
+                       recommend says so
+    openings_distinct  the share of recommends whose first sentence no answer to another
+                       message shares
+
+The word rules are heuristics stated beside each one; tests/bench/test_fit_scoring.py pins
+them on fixed strings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from bench.reader_checks import CatalogueDoc, Turn, catalogue, check_echo, split_sentences
+
+KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
+CONSTRAINTS = (
+    "easy",
+    "free",
+    "home",
+    "work",
+    "outside",
+    "moving",
+    "alone",
+    "family",
+    "coworkers",
+    "neighbours",
+)
+RELATIONS = ("new", "among", None)
+
+#: What each constraint means, as a reader would see it named in a recommend.
+CONSTRAINT_WORDS: dict[str, tuple[str, ...]] = {
+    "easy": (
+        "쉬운",
+        "쉽게",
+        "쉽고",
+        "간단",
+        "가볍",
+        "가벼운",
+        "부담",
+        "손쉽",
+        "금방",
+        "짧",
+        "간편",
+    ),
+    "free": ("돈", "무료", "비용", "공짜", "들지 않", "안 드는", "안 들"),
+    "home": ("집에서", "집에", "집 안", "집안", "집밥", "우리 집"),
+    "work": ("회사", "사무실", "직장", "일터", "현장", "업무", "자리에서"),
+    "outside": ("밖", "야외", "바깥", "나가"),
+    "moving": ("이동", "출장", "외근", "오가", "다니", "길에"),
+    "alone": ("혼자", "스스로"),
+    "family": ("가족", "아이와", "아이랑", "아이들", "아이가", "아이에게", "자녀", "아들", "애들"),
+    "coworkers": ("동료", "팀", "회사 사람"),
+    "neighbours": ("이웃", "동네", "마을", "주민"),
+}
+
+#: The base-info situation, as a recommend would name it.
+SITUATION_WORDS: dict[str, tuple[str, ...]] = {
+    "도시": ("도시", "도심"),
+    "바닷가": ("바닷가", "바다", "해변", "해안", "갯벌"),
+    "산": ("산간", "산골", "산촌", "산속", "산에서", "등산", "산행", "숲"),
+    "농촌": ("농촌", "시골", "농사", "들녘", "마을"),
+    "사무직": ("사무", "회사", "직장"),
+    "현장직": ("현장",),
+    "영업직": ("영업", "외근", "거래처"),
+    "재택근무": ("재택", "집에서"),
+}
+
+# ------------------------------------------------------------------------------ words
+
+_HANGUL_RUN = re.compile(r"[가-힣]+")
+#: Two-syllable stems that say nothing about this user's concern: verbs of asking, fillers,
+#: and words every answer of this bot uses.
+_STOP = frozenset(
+    """
+    환경 탄소 챌린 실천 친환 지구 활동 방법 관련 분야 아예 다른 그거 그중 그건 이거 이런
+    어떤 어떻 무슨 뭔뜻 정말 진짜 너무 많이 조금 그냥 요즘 맨날 매일 이참 우리 제가 내가
+    나는 저는 같이 함께 하고 해보 해볼 할만 하면 해도 해야 하는 하나 있을 있어 있는 있나
+    있으 없을 없어 없나 없는 알려 추천 싶어 싶은 좋겠 좋아 같아 같은 보고 보여 부탁 골라
+    위주 걸로 것도 거는 괜찮 정확 되는 거야 건지 거지 생각 다시 바로 오늘 이번 역시 완전
+    대신 하기 만들 챙기 보기 고르 바꾸 줄이 줄일 나누 참여 쓰기 다녀 그래 고마 얘기 상관
+    때마 만한 나와 사는 먹을 걸으 들어 들이 해주 드는 드려
+    """.split()
+)
+
+
+#: Endings cut off a word before its stem is taken, so "원룸인데" gives "원룸" and "걷거든" (a
+#: verb, one syllable left) gives nothing.
+_ENDINGS = tuple(
+    sorted(
+        """거든요 거든 는데요 는데 인데 은데 면서 지만 어요 아요 해요 했어 하는 하고 해서 어서 아서
+        니까 으면 다면 을까 는지 나요 까요 던데 더라 겠다 습니다 세요""".split(),
+        key=len,
+        reverse=True,
+    )
+)
+#: A stem found in at least this share of catalogue documents (title and body) is one every
+#: answer may say ("쓰레기", "있습니다"): naming it does not speak to this user.
+GENERIC_DOC_SHARE = 0.15
+
+
+def _raw_stems(text: str) -> set[str]:
+    found = set()
+    for run in _HANGUL_RUN.findall(text):
+        for ending in _ENDINGS:
+            if run.endswith(ending):
+                run = run[: -len(ending)]
+                break
+        if len(run) >= 2:
+            found.add(run[:2])
+    return found
+
+
+@cache
+def generic_stems() -> frozenset[str]:
+    docs = catalogue().by_title.values()
+    counts = Counter(s for d in docs for s in _raw_stems(f"{d.title} {d.body}"))
+    return frozenset(s for s, n in counts.items() if n >= GENERIC_DOC_SHARE * len(docs))
+
+
+def stems(text: str) -> set[str]:
+    """The first two syllables of each Hangul word of two or more syllables (after a verb or
+    copula ending is cut), without fillers (``_STOP``) and words most catalogue documents use:
+    a cheap stand-in for a word's meaning that survives particles ("텀블러는" and "텀블러를"
+    both give "텀블")."""
+    return _raw_stems(text) - _STOP - generic_stems()
+
+
+def _names_any(text: str, words: Iterable[str]) -> bool:
+    return any(word in text for word in words)
+
+
+# ---------------------------------------------------------------------- plain statements
+
+#: "…는 없어요 / 없지만 / 찾지 못했어요": a sentence that says nothing shown or left fits.
+#: It must also speak of fitting or finding, so "부담이 없어요" is not read as one.
+_NONE_END = re.compile(r"없어요|없네요|없습니다|없지만|없었어요|없더라고요|없는데|없어서")
+_FIT_WORD = re.compile(r"맞는|맞춘|어울리는|해당|조건|찾|고를|골라|남은|남아|더는|딱|새로운|새 ")
+_NOT_FOUND = re.compile(r"찾지 못|못 찾")
+
+
+def says_none_fits(recommend: str) -> bool:
+    for sentence in split_sentences(recommend):
+        if _NOT_FOUND.search(sentence):
+            return True
+        if _NONE_END.search(sentence) and _FIT_WORD.search(sentence):
+            return True
+    return False
+
+
+#: "…는 담겨 있지 않아요 / 잘 모르겠어요 / 그 답은 없어요": the catalogue does not hold it.
+_NOT_HELD = re.compile(r"모르겠|담겨 있지 않|나와 있지 않|적혀 있지 않|들어 있지 않|찾지 못|못 찾")
+_NOT_HELD_NOUN = re.compile(
+    r"(?:정보|내용|답|자료|설명|근거|이야기)[은는이가]?\s*(?:따로\s*|아직\s*|여기엔\s*|여기에는\s*)?"
+    r"(?:없어요|없네요|없습니다|없지만|없어서|없는데)"
+)
+
+
+def says_not_held(recommend: str) -> bool:
+    return any(
+        _NOT_HELD.search(sentence) or _NOT_HELD_NOUN.search(sentence)
+        for sentence in split_sentences(recommend)
+    )
+
+
+# ------------------------------------------------------------------------------ scores
+
+
+@cache
+def docs_by_id() -> dict[str, CatalogueDoc]:
+    return {doc.id: doc for doc in catalogue().by_title.values()}
+
+
+def shown_ids(challenges: Iterable[Mapping[str, Any]]) -> list[str | None]:
+    """Catalogue ids of the shown challenges by title (None for a title the catalogue lacks)."""
+    by_title = catalogue().by_title
+    ids: list[str | None] = []
+    for item in challenges:
+        doc = by_title.get(str(item.get("title", "")))
+        ids.append(doc.id if doc else None)
+    return ids
+
+
+def first_fits(ids: Sequence[str | None], label: Mapping[str, Any]) -> bool | None:
+    """None when the label accepts nothing first; an answer with no challenge fails."""
+    if not label["first_ok"]:
+        return None
+    return bool(ids) and ids[0] in label["first_ok"]
+
+
+def fitting(ids: Sequence[str | None], label: Mapping[str, Any]) -> int:
+    return sum(1 for i in ids if i in label["ok"])
+
+
+def rule_applies(label: Mapping[str, Any]) -> bool:
+    return bool(label.get("relation") or label.get("constraints"))
+
+
+def rule_kept(
+    ids: Sequence[str | None],
+    label: Mapping[str, Any],
+    recommend: str,
+    earlier: Sequence[str | None],
+    previous: Sequence[str | None],
+) -> bool | None:
+    """None for a turn without a relation or constraints."""
+    if not rule_applies(label):
+        return None
+    relation = label.get("relation")
+    if relation == "new" and any(i in set(earlier) for i in ids):
+        return False
+    if relation == "among" and any(i not in set(previous) for i in ids):
+        return False
+    inside = fitting(ids, label)
+    if ids and inside == len(ids):
+        return True
+    # Nothing shown, or nothing shown that fits: kept only when the answer says so plainly.
+    return inside == 0 and says_none_fits(recommend)
+
+
+def concern_words(
+    message: str | None, label: Mapping[str, Any], situation: Sequence[str] = ()
+) -> tuple[set[str], list[str]]:
+    """What a recommend may name to speak to this turn: stems of the message and of what the
+    session was told before (``situation``: earlier messages, base-info values), and the
+    phrases for the turn's constraints and base-info values."""
+    found = stems(message or "")
+    phrases: list[str] = []
+    for said in situation:
+        found |= stems(said)
+        phrases += SITUATION_WORDS.get(said, ())
+    for constraint in label.get("constraints", ()):
+        phrases += CONSTRAINT_WORDS[constraint]
+    return found, phrases
+
+
+def names_challenge(recommend: str, title: str) -> bool:
+    return bool(title) and (title in recommend or any(s in recommend for s in stems(title)))
+
+
+def speaks(turn: Turn, label: Mapping[str, Any], situation: Sequence[str] = ()) -> bool:
+    """The recommend names the first challenge or the user's concern, and is no echo."""
+    if turn.terminal != "close" or not turn.recommend.strip() or check_echo(turn):
+        return False
+    first = str(turn.challenges[0].get("title", "")) if turn.challenges else ""
+    if names_challenge(turn.recommend, first):
+        return True
+    words, phrases = concern_words(turn.message, label, situation)
+    return any(w in turn.recommend for w in words) or _names_any(turn.recommend, phrases)
+
+
+def answered(ids: Sequence[str | None], label: Mapping[str, Any], recommend: str) -> bool | None:
+    """None for a turn that is not a question."""
+    if label["kind"] != "question":
+        return None
+    answer_ids = label.get("answer_ids", [])
+    if not answer_ids:
+        return says_not_held(recommend)
+    quoted = any(
+        sentence in recommend
+        for doc_id in answer_ids
+        for sentence in split_sentences(docs_by_id()[doc_id].body)
+    )
+    return quoted and bool(ids) and ids[0] in answer_ids
+
+
+def opening(recommend: str) -> str:
+    sentences = split_sentences(recommend)
+    return sentences[0] if sentences else ""
+
+
+def unique_openings(answers: Sequence[tuple[str, str]]) -> list[bool | None]:
+    """``answers``: (what was asked, the recommend) per answer. For each, whether no answer
+    to a different request opens with the same first sentence (the same request asked twice
+    may); None where there is no recommend."""
+    askers: dict[str, set[str]] = {}
+    for asked, recommend in answers:
+        if recommend:
+            askers.setdefault(opening(recommend), set()).add(asked)
+    return [len(askers[opening(r)]) == 1 if r else None for _, r in answers]
+
+
+def openings_distinct(answers: Sequence[tuple[str, str]]) -> float | None:
+    """The share of answers (with a recommend) whose opening is their request's alone."""
+    flags = [flag for flag in unique_openings(answers) if flag is not None]
+    return round(sum(flags) / len(flags), 3) if flags else None
+
+
+def shared_openings(answers: Sequence[tuple[str, str]], top: int = 5) -> list[tuple[str, int]]:
+    """The most frequent opening sentences, for the failure list."""
+    counts = Counter(opening(r) for _, r in answers if r)
+    return [(text, n) for text, n in counts.most_common(top) if n > 1]
