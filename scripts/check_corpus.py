@@ -195,6 +195,23 @@ def table(docs: list[dict]) -> str:
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 
+def traits_table(docs: list[dict]) -> str:
+    """Markdown table: per category, how many documents satisfy each critique."""
+    critiques = ["easy", "free", *PLACES, *COMPANY]
+    head = ["category", *critiques, "anyone"]
+    rows = [head, ["---"] * len(head)]
+    for code, label in CATEGORIES.items():
+        sub = [d for d in docs if d["category"] == code]
+        rows.append(
+            [
+                f"{code} ({label})",
+                *(str(sum(_satisfies(d, c) for d in sub)) for c in critiques),
+                str(sum(d.get("anyone") is True for d in sub)),
+            ]
+        )
+    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
+
+
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     path = Path(args[0]) if args else DEFAULT_PATH
@@ -209,6 +226,8 @@ def main(argv: list[str]) -> int:
             if tags[name] < MIN_PER_TAG:
                 problems.append(f"{name}: {tags[name]} docs, want >= {MIN_PER_TAG}")
         print(table(docs))
+        print()
+        print(traits_table(docs))
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
