@@ -23,6 +23,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from app.chat.generation import Generator
 from app.chat.intent_bank import build_facets, build_intents
 from app.chat.planning import Planner
+from app.chat.sentence_bank import build_sentence_bank
 from app.chat.session_backend import open_session_store
 from app.chat.turn import RecommendationService
 from app.config import (
@@ -110,6 +111,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             )
             intents = await anyio.to_thread.run_sync(build_intents, retriever.embedder)
             facets = await anyio.to_thread.run_sync(build_facets, retriever.embedder)
+            sentences = await anyio.to_thread.run_sync(
+                build_sentence_bank, retriever.embedder, retrieval.corpus_path
+            )
             size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
@@ -120,6 +124,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     else retriever,
                     intents=intents,
                     facets=facets,
+                    sentences=sentences,
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

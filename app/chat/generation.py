@@ -122,6 +122,7 @@ class Generator:
             replayed=plan.replayed,
             constraints=plan.constraints,
             told=plan.told,
+            topic=plan.topic,
         )
         await self._sessions.record(plan.session_id, turn=turn)
 

@@ -161,13 +161,20 @@ def build_intents(embedder: Embedder, examples_path: Path = BUNDLED_EXAMPLES) ->
 
 def build_facets(embedder: Embedder, examples_path: Path = BUNDLED_FACETS) -> FacetReaders:
     """The facet readers over the bundled examples, by ``embedder``'s vectors and by lexical
-    vectors (blocking: call it off the event loop)."""
+    vectors (blocking: call it off the event loop). The lexical reader says nothing of a
+    message whose nearest example's cosine is below 0.5: its few shared bigrams would vote
+    at random (read off the dev split and a few off-topic messages, bench/README.md
+    "Facets")."""
     examples = load_facet_examples(examples_path)
     lexical = LexicalEmbedder()
     return FacetReaders(
         FacetReader(examples, example_vectors(embedder, examples, examples_path)),
         FacetReader(
-            examples, lexical.embed_queries([e.text for e in examples]), k=11, temperature=0.05
+            examples,
+            lexical.embed_queries([e.text for e in examples]),
+            k=11,
+            temperature=0.05,
+            floor=0.5,
         ),
         lambda message: lexical.embed_queries([message])[0],
     )

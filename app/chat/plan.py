@@ -83,6 +83,7 @@ class TurnPlan:
     suggestions: tuple[str, ...] = ()  # follow-ups to tap (the SSE close)
     constraints: tuple[str, ...] = ()  # in force for this turn (the session keeps them)
     told: tuple[str, ...] = ()  # the situation told in words so far
+    topic: str = ""  # what the conversation is about (a follow-up searches with it)
     endpoint: str = "other"  # the token counters' labels (the turn's)
     client: str = "anonymous"
 

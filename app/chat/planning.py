@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from opentelemetry import trace
 
-from app.chat.answers import Found, find_answer, sentences_of
+from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
 from app.chat.constraints import Constraint, FacetReaders, Facets
 from app.chat.intent import (
     Evidence,
@@ -90,6 +90,8 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
+#: What a choice among the challenges just shown may have been read as, on its words alone.
+_MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
 #: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
 _KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
@@ -110,6 +112,7 @@ class Planner:
         retriever: Retriever,
         intents: IntentClassifiers,
         facets: FacetReaders,
+        sentences: SentenceBank | None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -117,6 +120,7 @@ class Planner:
         self._retriever = retriever
         self._intents = intents
         self._facets = facets
+        self._sentences = sentences  # None: questions are matched by their words alone
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -127,27 +131,32 @@ class Planner:
         state = await self._sessions.record(
             turn.session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
-        query = _Query(f"{chosen.label} {place} {work}")
+        query = _Query(_situation_query(chosen, place, work))
         _, pool = await self._fitting(query, chosen, state, more=False)
-        ranked = rank(pool, situation=Situation(place, work, given=True))
+        # No ask of its own: the first is a challenge to start with (easy, for anyone).
+        ranked = rank(pool, situation=Situation(place, work, given=True), starter=True)
         return self._plan(
             turn,
             PromptInput(category=chosen, candidates=(), location=place, work_type=work),
             ranked,
             Opening(chosen, "first", place, work, turn=len(state.turns)),
             user_text=f"사는 곳: {place}, 일하는 방식: {work}, 카테고리: {chosen.label}",
+            topic=query.text,
         )
 
     # ------------------------------------------------------------------ free-text
     async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
         state = await self._sessions.load(turn.session_id)
         query, nearest, intent = await self._understand(turn.message, state)
+        facets = self._read_facets(turn.message, query)
+        intent = _with_facets(intent, facets, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
-        facets = self._read_facets(turn.message, query)
         constraints = _in_force(intent, facets, state)
         told = _told(facets, state)
-        category, pool = await self._choose(query, intent, state, nearest, constraints)
+        critique = bool(facets.constraints)
+        topic, search = _subject(turn.message, query, intent, state, critique=critique)
+        category, pool = await self._choose(search, intent, state, nearest, constraints)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -157,7 +166,11 @@ class Planner:
             ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
                 ranked = replace(ranked, unmet=False)
-        found = find_answer(turn.message, ranked.hits) if facets.question else None
+        found = None
+        if facets.question:
+            found = find_answer(
+                turn.message, ranked.hits, vector=query.vector, bank=self._sentences
+            )
         if found is not None:  # its challenge first
             ranked = Ranked(
                 (found.hit, *(h for h in ranked.hits if h is not found.hit)), ranked.unmet
@@ -171,6 +184,7 @@ class Planner:
             unmet=ranked.unmet,
             question=facets.question,
             answer=found.sentence if found else None,
+            answer_sure=found.sure if found else False,
             message=turn.message,
         )
         return self._plan(
@@ -183,6 +197,7 @@ class Planner:
             found=found,
             constraints=constraints,
             told=told,
+            topic=topic,
         )
 
     def _read_facets(self, message: str, query: _Query) -> Facets:
@@ -298,17 +313,17 @@ class Planner:
         self, query: _Query, state: SessionState, constraints: frozenset[Constraint]
     ) -> Category:
         """The user asked for '아예 다른 분야로': a category the user has not been in (neither
-        the current nor base-info's), at random among those that still hold challenges fitting
-        the user's situation and the constraints in force, not shown yet (some situations fit
-        none in some categories)."""
+        the current nor base-info's), the one of the best challenge there that fits the
+        user's situation and the constraints in force and was not shown yet (some situations
+        fit none in some categories)."""
         seen = {state.category, state.base_category}
-        others = [c for c in Category if c not in seen]
-        if (state.location and state.work_type) or constraints:
-            scope = Scope(None, state.location, state.work_type, exclude=state.shown)
-            hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
-            fitting = {h.document.category for h in rank(hits, constraints=constraints).hits}
-            others = [c for c in others if c in fitting - seen] or others
-        return random.choice(others)
+        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
+        hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
+        elsewhere = [hit for hit in hits if hit.document.category not in seen]
+        ranked = rank(elsewhere, constraints=constraints).hits
+        if ranked:
+            return ranked[0].document.category
+        return random.choice([c for c in Category if c not in seen])
 
     async def _fitting(
         self,
@@ -326,7 +341,8 @@ class Planner:
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
         first: tuple[Category, tuple[Hit, ...]] | None = None
-        k = self._settings.rank_pool
+        # A constraint filters what is found: look at more to find what satisfies it.
+        k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
             hits = await self._search(query, scope, k=k)
             if hits is None:  # the store failed: no use asking it again
@@ -384,6 +400,7 @@ class Planner:
         found: Found | None = None,
         constraints: frozenset[Constraint] = frozenset(),
         told: tuple[str, ...] = (),
+        topic: str = "",
     ) -> TurnPlan:
         """The plan from the ranked candidates. In the ``titles`` composition the best is the
         first challenge, put by the gateway; the model orders the next ``RETRIEVAL_K`` (none
@@ -441,6 +458,7 @@ class Planner:
             else (),
             constraints=in_force,
             told=told,
+            topic=topic,
         )
 
 
@@ -454,6 +472,61 @@ def _described(lead: Hit | None, found: Found | None) -> str:
         return body
     rest = [s for s in sentences_of(body) if s != found.sentence]
     return " ".join(rest) or body
+
+
+#: How a base-info situation reads as a search: who the user is, in words the catalogue uses.
+_LIVES = {
+    "도시": "도시에 사는",
+    "바닷가": "바닷가 마을에 사는",
+    "산": "산 가까이 사는",
+    "농촌": "농촌 마을에 사는",
+}
+_WORKS = {
+    "사무직": "사무실에서 일하는 직장인이",
+    "현장직": "현장에서 몸을 쓰며 일하는 사람이",
+    "영업직": "외근과 출장이 많은 영업직이",
+    "재택근무": "집에서 일하는 재택근무자가",
+}
+
+
+def _situation_query(category: Category, location: str, work_type: str) -> str:
+    """Base-info as a search: the situation said as a person would, so that retrieval finds
+    the challenges written for it ("농촌 마을에 사는 현장에서 몸을 쓰며 일하는 사람이 …")."""
+    lives = _LIVES.get(location, location)
+    works = _WORKS.get(work_type, work_type)
+    return f"{lives} {works} 일상에서 쉽게 할 수 있는 {category.label} 챌린지"
+
+
+def _with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
+    """The intent, read again with the facets: a choice among the challenges just shown ("그
+    중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
+    분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
+    it (more, or an ordinary question); inside a
+    conversation a critique is never refused as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는
+    건?")."""
+    kind = intent.kind
+    if facets.among and state.last_shown and kind in _MAY_BE_AMONG:
+        return Intent(IntentKind.AMONG)
+    if facets.another and state.turns and kind in _MAY_BE_AMONG:
+        return Intent(IntentKind.ANOTHER)
+    if kind is IntentKind.OFF_TOPIC and state.turns and facets.constraints:
+        return Intent(IntentKind.MORE)
+    return intent
+
+
+def _subject(
+    message: str, query: _Query, intent: Intent, state: SessionState, *, critique: bool
+) -> tuple[str, _Query]:
+    """What the turn is about, and what to search with. A follow-up ("비슷한 거 더", "돈 안
+    드는 걸로만") says little of its own subject: it searches with the conversation's topic
+    before its words, and keeps the topic; anything else is its own topic."""
+    follow_up = intent.kind in (IntentKind.MORE, IntentKind.AMONG) or (
+        intent.kind is IntentKind.ASK and critique
+    )
+    if not follow_up or not state.topic:
+        return message, query
+    text = f"{state.topic} {message}"
+    return state.topic, _Query(text, lexical=query.lexical)
 
 
 def _in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:

@@ -4,6 +4,8 @@
       -> those satisfying the constraints first (none: the nearest, and the answer says so)
       -> the situation: told in words ("바닷가 사는데") it lifts the challenges tagged for it;
          unknown, challenges anyone can do come before ones written for a narrow persona
+    -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
+       its own, as base-info: the first is one to start with)
       -> the order
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
@@ -27,6 +29,10 @@ __all__ = ["Ranked", "Situation", "rank"]
 #: words rises (per tag).
 NARROW_PENALTY = 4.0
 TOLD_BONUS = 2.5
+#: How many places an easy challenge rises and a hard one falls: a little on every turn, more
+#: on a turn with no ask of its own (base-info: the first is one to start with).
+EASE_WEIGHT = 1.0
+STARTER_EASE_WEIGHT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +60,11 @@ def rank(
     *,
     constraints: Collection[Constraint] = (),
     situation: Situation = Situation(),
+    starter: bool = False,
 ) -> Ranked:
-    """``hits`` (retrieval's order) in the order to show them."""
+    """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
+    nothing of its own, so challenges to start with (easy ones) come first."""
+    ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): position for position, hit in enumerate(hits)}
 
@@ -63,8 +72,10 @@ def rank(
         document = hit.document
         value = -float(place[id(hit)])
         traits = document.traits
-        if not situation.known and traits is not None and not traits.anyone:
-            value -= NARROW_PENALTY
+        if traits is not None:
+            value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
+            if not situation.known and not traits.anyone:
+                value -= NARROW_PENALTY
         if not situation.given:
             if situation.location and situation.location in document.locations:
                 value += TOLD_BONUS

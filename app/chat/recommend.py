@@ -101,6 +101,7 @@ class Opening:
     unmet: bool = False  # constraints asked that no challenge left satisfies
     question: bool = False  # the message asks something to know
     answer: str | None = None  # the catalogue's sentence that answers it
+    answer_sure: bool = True  # False: only the closest the catalogue says
     message: str = ""  # picks the variant with the turn (never shown)
 
 
@@ -194,8 +195,15 @@ def _first_sentence(opening: Opening, variant: int) -> str:
     return options[variant % len(options)]
 
 
-#: What a question the catalogue does not answer hears, before the recommendation.
-NO_ANSWER = "그 질문에 대한 답은 제가 가진 챌린지 자료에 담겨 있지 않아요."
+#: What a question the catalogue does not answer hears, before the recommendation; and before
+#: the closest it says, when that is only related. Each names the subject the catalogue does
+#: hold (the first challenge), so two questions do not open alike.
+NO_ANSWER = (
+    "{subject}에 관한 챌린지는 있지만, 그 질문에 대한 답은 제가 가진 자료에 담겨 있지 않아요."
+)
+NOT_EXACTLY = (
+    "그 질문에 꼭 맞는 답은 제가 가진 자료에 담겨 있지 않지만, {subject}에 가까운 내용이 있어요."
+)
 
 
 def compose_recommend(opening: Opening) -> str:
@@ -203,14 +211,21 @@ def compose_recommend(opening: Opening) -> str:
     and why it fits, then why the category's challenges are worth it."""
     variant = zlib.crc32(opening.message.encode()) + opening.turn
     said: list[str] = []
+    subject = f"'{opening.lead}'" if opening.lead else f"{opening.category.label}"
     if opening.question:
-        said.append(opening.answer or NO_ANSWER)
+        if opening.answer and not opening.answer_sure:
+            said += [NOT_EXACTLY.format(subject=subject), opening.answer]
+        else:
+            said.append(opening.answer or NO_ANSWER.format(subject=subject))
     if opening.lead is None:
         said.append(f"지금은 알맞은 {opening.category.label} 챌린지를 찾지 못했어요.")
         return " ".join(said)
     if opening.answer and not opening.unmet:
         lead = f"'{opening.lead}'"
-        said.append(f"{_josa(lead, '이', '가')} 바로 그 이야기를 담은 챌린지예요.")
+        if opening.answer_sure:
+            said.append(f"{_josa(lead, '이', '가')} 바로 그 이야기를 담은 챌린지예요.")
+        else:
+            said.append(f"{_josa(lead, '을', '를')} 먼저 권해 드려요.")
         return " ".join(said)
     said.append(_first_sentence(opening, variant))
     if not opening.answer:

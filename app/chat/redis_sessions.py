@@ -9,7 +9,7 @@ Data layout, two keys per session, both under one hash tag so they share a clust
                                           location, work_type, updated_ms (server clock)
     {prefix}{<session_id>}:turns   list   one JSON ``[user, assistant, category code, [shown doc
                                           ids], asked, reply, replayed, [constraints],
-                                          [told]]`` per turn, oldest first (older releases
+                                          [told], topic]`` per turn, oldest first (older releases
                                           wrote fewer fields)
 
 Atomicity: ``record`` is one Lua script (set the given fields, append the turn, trim the list
@@ -112,6 +112,7 @@ def _turn_json(turn: Turn) -> str:
     code = turn.category.code if turn.category is not None else ""
     fields: list[object] = [turn.user, turn.assistant, code, list(turn.shown)]
     fields += [turn.asked, turn.reply, turn.replayed, list(turn.constraints), list(turn.told)]
+    fields.append(turn.topic)
     return json.dumps(fields, ensure_ascii=False)
 
 

@@ -44,6 +44,8 @@ class Turn:
     # ("at:바닷가", "job:현장직"), kept for the session.
     constraints: tuple[str, ...] = ()
     told: tuple[str, ...] = ()
+    # What the conversation is about (the words a follow-up searches with before its own).
+    topic: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,11 @@ class SessionState:
     def constraints(self) -> tuple[str, ...]:
         """The constraints in force: the last turn's."""
         return self.turns[-1].constraints if self.turns else ()
+
+    @property
+    def topic(self) -> str:
+        """What the conversation is about: the last turn's topic."""
+        return self.turns[-1].topic if self.turns else ""
 
     @property
     def told(self) -> tuple[str, ...]:

@@ -41,6 +41,8 @@ def _labels(facets: Facets) -> set[str]:
     said = {c.value for c in facets.constraints}
     said |= {f"at:{facets.location}"} if facets.location else set()
     said |= {f"job:{facets.work_type}"} if facets.work_type else set()
+    said |= {"among"} if facets.among else set()
+    said |= {"another"} if facets.another else set()
     return said | ({"question"} if facets.question else set())
 
 
@@ -68,7 +70,7 @@ def test_every_suggestion_is_understood_as_meant(
         assert kind in (IntentKind.MORE, IntentKind.ASK), (text, kind)
     vector = embedder.embed_queries([ANOTHER_FIELD])[0]
     assert intents.decide(ANOTHER_FIELD, vector, shown).kind is IntentKind.ANOTHER
-    assert facets.read(ANOTHER_FIELD, vector) == Facets()
+    assert facets.read(ANOTHER_FIELD, vector) == Facets(another=True)
 
 
 def test_a_constraint_is_satisfied_by_the_traits_it_names() -> None:

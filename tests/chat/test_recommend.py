@@ -57,7 +57,21 @@ def test_a_question_is_answered_first_or_said_plainly_not_held() -> None:
     text = compose_recommend(
         Opening(Category.ZERO_WASTE, "first", lead="텀블러로 음료 마시기", question=True)
     )
-    assert text.startswith(NO_ANSWER) and len(split_sentences(NO_ANSWER)) == 1
+    said = NO_ANSWER.format(subject="'텀블러로 음료 마시기'")
+    assert text.startswith(said) and len(split_sentences(said)) == 1
+    assert "담겨 있지 않아요" in said, "plainly: the catalogue does not hold it"
+    related = compose_recommend(
+        Opening(
+            Category.ZERO_WASTE,
+            "first",
+            lead="텀블러로 음료 마시기",
+            question=True,
+            answer=answer,
+            answer_sure=False,
+        )
+    )
+    first, second, *_ = split_sentences(related)
+    assert "담겨 있지 않지만" in first and second == answer, "the closest, said to be only that"
 
 
 def test_different_messages_do_not_hear_the_same_opening() -> None:

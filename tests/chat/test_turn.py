@@ -147,6 +147,7 @@ def _service(
         retriever=retriever,  # type: ignore[arg-type]
         intents=_intents(),
         facets=_facets(),
+        sentences=None,
         sessions=sessions,
         settings=settings,
         metrics=metrics,
