@@ -3,17 +3,21 @@ caller each request is counted as (``app.web.access``)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from starlette.requests import Request
 
 from app.config import Settings
 from app.domain.errors import RateLimited, Unauthorized
+from app.llm.usage import TokenUsage
 from app.redis_client import RedisConnector, redis_connector
 from app.web.access import Access, Caller
-from app.web.limits import Limits, open_limits, rate_items
+from app.web.admission import Admission
+from app.web.limits import Limits, Reservation, open_limits, rate_items
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
@@ -165,8 +169,6 @@ async def test_with_redis_the_counters_kept_are_bounded_too(redis_url: str) -> N
 
 
 async def test_with_redis_a_keys_token_budget_is_shared_by_every_process(redis_url: str) -> None:
-    from app.llm.usage import TokenUsage
-
     settings = _settings(redis_url=redis_url, api_keys=["relay:k-1"], key_token_budget=500)
     key = _caller(_request(key="k-1"), settings)
     spent = TokenUsage()
@@ -178,6 +180,67 @@ async def test_with_redis_a_keys_token_budget_is_shared_by_every_process(redis_u
         assert await two.budget_left(key) is None
         await one.spend(key, spent)  # 600 of 500, spent through the first process
         refusal = await two.budget_left(key)  # refused by the second
-        assert isinstance(refusal, RateLimited) and refusal.retry_after > 86_000
+        assert isinstance(refusal, RateLimited)
+        until_midnight = 86_400 - time.time() % 86_400  # a day's window ends at midnight UTC
+        assert abs(refusal.retry_after - until_midnight) <= 2
         address = _caller(_request("10.0.0.9"), settings.model_copy(update={"api_keys": []}))
         assert await two.budget_left(address) is None  # no key, no budget
+
+
+def _spent(tokens: int) -> TokenUsage:
+    usage = TokenUsage()
+    usage.read({"prompt_tokens": tokens - tokens // 4, "completion_tokens": tokens // 4})
+    return usage
+
+
+async def test_with_redis_turns_at_once_on_two_processes_pass_the_budget_by_one_reservation(
+    redis_url: str,
+) -> None:
+    """Issue 31: 12 turns of one key at once, on two gateway processes, each reserving 400
+    against a budget of 1,000: three are admitted (the last one from 800), the rest refused
+    and their reservations taken back; settling replaces the reservations with the spend."""
+    settings = _settings(redis_url=redis_url, api_keys=["relay:k-2"], key_token_budget=1_000)
+    key = _caller(_request(key="k-2"), settings)
+    async with (
+        open_limits(settings, _redis(settings)) as one,
+        open_limits(settings, _redis(settings)) as two,
+    ):
+        results: list[Reservation | RateLimited | None] = []
+
+        async def reserve(limits: Limits) -> None:
+            results.append(await limits.reserve(key, 400))
+
+        async with anyio.create_task_group() as group:
+            for n in range(12):
+                group.start_soon(reserve, (one, two)[n % 2])
+        held = [r for r in results if isinstance(r, Reservation)]
+        assert len(held) == 3, results
+        assert sum(isinstance(r, RateLimited) for r in results) == 9
+        assert await two.counted(key) == 1_200
+        for n, reservation in enumerate(held):
+            await (one, two)[n % 2].settle(key, reservation, _spent(350))
+        assert await one.counted(key) == 1_050  # past 1,000 by less than one reservation
+
+
+async def test_with_redis_a_cancelled_turn_settles_what_it_spent(redis_url: str) -> None:
+    """The client left mid-answer: the turn is cancelled, and its reservation is still
+    replaced by what it spent (a store that answers over the network: the settling is
+    shielded from the cancellation)."""
+    settings = _settings(redis_url=redis_url, api_keys=["relay:k-3"], key_token_budget=10_000)
+    key = _caller(_request(key="k-3"), settings)
+    async with open_limits(settings, _redis(settings)) as limits:
+        admission = Admission(settings, access=Access(settings), limits=limits)
+        usage = TokenUsage()
+
+        async def turn() -> None:
+            async with admission.gate(key, "s").hold(usage, 2_000):
+                usage.read({"prompt_tokens": 250, "completion_tokens": 50})
+                await anyio.sleep_forever()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(turn)
+            with anyio.fail_after(5):
+                while await limits.counted(key) != 2_000:
+                    await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+        assert await limits.counted(key) == 300

@@ -44,6 +44,11 @@ _MAX_REPEATS = 1
 #: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
 #: plus three descriptions.
 _MAX_TOKENS = {"titles": 128, "recommend": 320, "descriptions": 768}
+#: A chat template's tokens around each message (Qwen's: `<|im_start|>`, the role, a newline,
+#: `<|im_end|>`, a newline: 5) and around the whole prompt (the assistant's opening, a default
+#: system line some templates add): at most these.
+_MESSAGE_TOKENS = 8
+_PROMPT_TOKENS = 64
 
 
 class Generator:
@@ -59,6 +64,17 @@ class Generator:
         self._sessions = sessions
         self._metrics = metrics
         self._max_tokens = max_tokens  # LLM_MAX_TOKENS; None: what the composition needs
+
+    def reservation(self, plan: TurnPlan) -> int:
+        """The most tokens the upstream can count for ``plan``, an upper bound, reserved in its
+        key's budget while it runs (app/web/limits.py): the prompt's UTF-8 bytes (a token of a
+        byte-level or byte-fallback tokenizer covers at least one byte) with the chat
+        template's tokens around each message, plus the answer's ``max_tokens``."""
+        prompt = sum(len(m["content"].encode()) + _MESSAGE_TOKENS for m in plan.messages)
+        return _PROMPT_TOKENS + prompt + self._max_tokens_for(plan)
+
+    def _max_tokens_for(self, plan: TurnPlan) -> int:
+        return self._max_tokens or _MAX_TOKENS[plan.composition]
 
     async def run(self, plan: TurnPlan, usage: TokenUsage) -> AsyncGenerator[StreamEvent, None]:
         """Stream the answer of ``plan``: Delta events, then exactly one Done or Failed; the
@@ -137,7 +153,7 @@ class Generator:
             plan.messages,
             request_id=plan.request_id,
             schema=plan.schema(),
-            max_tokens=self._max_tokens or _MAX_TOKENS[plan.composition],
+            max_tokens=self._max_tokens_for(plan),
             routing_key=plan.session_id,
             usage=usage,
         )

@@ -43,9 +43,10 @@ class Gate(Protocol):
     def check(self) -> None:
         """Raises the refusal a slot would get now, taking nothing."""
 
-    def hold(self, usage: TokenUsage) -> AbstractAsyncContextManager[None]:
-        """A slot while the block runs (the answer generates); ``usage``, what it spent, is
-        counted against the caller's token budget when it ends."""
+    def hold(self, usage: TokenUsage, expected: int = 0) -> AbstractAsyncContextManager[None]:
+        """A slot while the block runs (the answer generates), and ``expected`` tokens
+        reserved in the caller's token budget; ``usage``, what it spent, replaces the
+        reservation when it ends."""
 
 
 class RecommendationService:
@@ -93,7 +94,8 @@ class RecommendationService:
                 return
             usage = TokenUsage(planned.endpoint, planned.client)
             try:
-                async with gate.hold(usage):  # checked again: planning took a while
+                # Checked again (planning took a while), and the most it may spend reserved.
+                async with gate.hold(usage, self._generator.reservation(planned)):
                     async with aclosing(self._generator.run(planned, usage)) as events:
                         async for event in events:
                             if isinstance(event, Failed):

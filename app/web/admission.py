@@ -5,6 +5,7 @@
                (app/web/access.py)
     how often  requests per user and per client (app/web/limits.py)               429
     how much   model tokens per API key and window, KEY_TOKEN_BUDGET (limits.py)  429
+               (a look before planning; a turn's expected tokens reserved with its slot)
     how many   generations at once, each holding a slot in every pool it is in:
                  everyone              MAX_CONCURRENT_GENERATIONS                  503
                  its client            CLIENT_GENERATIONS_SHARE of that            429
@@ -15,8 +16,9 @@
 A chat turn meets them in this order (app/chat/turn.py): the caller, the rates and the token
 budget before anything else (a stranger learns nothing, a refusal costs nothing); a look at
 the pools before the turn is planned (a refusal costs no embedding); a slot in each pool once
-it is planned, held while the answer generates and given back however it ends (its terminal
-event, the client leaving, shutdown, an error), when what it spent is added to its budget.
+it is planned, with the tokens it may spend reserved in its key's budget, held while the answer
+generates and given back however it ends (its terminal event, the client leaving, shutdown,
+an error), when what it spent replaces the reservation.
 Refused at once rather than queued: open streams keep their speed, and the client
 (EventSource or relay) gets ``retryAfterSeconds``, not a silent wait.
 
@@ -35,13 +37,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
 from starlette.requests import HTTPConnection
 
 from app.config import AccessSettings
 from app.domain.errors import Overloaded, RateLimited, Refused, Unauthorized
 from app.llm.usage import TokenUsage
 from app.web.access import Access, Caller
-from app.web.limits import Limits
+from app.web.limits import Limits, Reservation
 
 __all__ = ["Admission", "Gate"]
 
@@ -163,17 +166,35 @@ class Gate:
         self._admission._check(self._pools)
 
     @asynccontextmanager
-    async def hold(self, usage: TokenUsage) -> AsyncIterator[None]:
-        """A slot in every pool while the block runs; raises the refusal instead. What the
-        block spent (``usage``, filled as it runs) counts against the caller's budget."""
-        self._admission._take(self._pools)
+    async def hold(self, usage: TokenUsage, expected: int = 0) -> AsyncIterator[None]:
+        """A slot in every pool while the block runs, and ``expected`` tokens of the caller's
+        budget (its key's); raises the refusal instead. When the block ends, however it ends,
+        what it spent (``usage``, filled as it runs) replaces the reservation."""
+        admission = self._admission
+        limits = admission.limits
+        budgeted = limits.budgeted(self._caller)
+        admission._take(self._pools)
+        reservation: Reservation | None = None
+        if budgeted:
+            try:
+                with anyio.CancelScope(shield=True):  # taken whole or not at all
+                    held = await limits.reserve(self._caller, expected)
+            except BaseException:
+                admission._give(self._pools)
+                raise
+            if isinstance(held, RateLimited):
+                admission._give(self._pools)
+                raise Refused(held)
+            reservation = held
         try:
             yield
         finally:
-            self._admission._give(self._pools)
-            limits = self._admission.limits
-            if limits.budgeted(self._caller):
-                await limits.spend(self._caller, usage)
+            admission._give(self._pools)
+            if budgeted:
+                # Shielded: a cancelled turn (the client left) is settled too. The store's own
+                # timeouts bound the wait (app/redis_client.py).
+                with anyio.CancelScope(shield=True):
+                    await limits.settle(self._caller, reservation, usage)
 
 
 def _cap(total: int, share: float) -> int:

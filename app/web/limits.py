@@ -23,11 +23,19 @@ at most ``burst`` requests within the time the bucket takes to refill, and at mo
 is set, so that all gateway processes share them. When Redis cannot be reached the request is
 admitted (logged): a rate limit must not take the service down with it.
 
-The token budget is a fixed window of KEY_TOKEN_BUDGET_SECONDS (a day by default) per API key
-(relay keys too; callers without a key have none: their rates bound them): a turn is admitted
-while the key has spent less than its budget, and what the turn spent (vLLM's prompt and output
-tokens, app/llm/usage.py) is added when it ends, so the last turn may pass the budget by its
-own size, as LiteLLM's budgets do.
+The token budget is a fixed window of KEY_TOKEN_BUDGET_SECONDS (a day by default), aligned to
+the clock (a day's ends at midnight UTC), per API key (relay keys too; callers without a key
+have none: their rates bound them). A turn reserves what it may spend when its generation is
+admitted (:meth:`Limits.reserve`: the ``tokens`` its caller states, an upper bound, see
+``app.chat.generation.Generator.reservation``), in one atomic ``INCRBY``: admitted when the
+key's count stood below its budget before it, else the reservation is taken back and the turn
+refused. When the turn ends, however it ends, :meth:`Limits.settle` replaces the reservation
+with what it spent (vLLM's prompt and output tokens, app/llm/usage.py). So turns sent at once
+are admitted one reservation at a time: a key's count passes its budget by at most the last
+admitted reservation, however many turns arrive together, on one process or many (Redis), and
+by more only where a turn spends more than it reserved (never, while the reservation is an
+upper bound). A cheap look (:meth:`Limits.budget_left`) refuses a spent key before the turn
+is planned.
 
 Bounded: each process tracks at most RATE_LIMIT_MAX_IDENTITIES users and clients at once; past
 it, the one seen least recently is forgotten (its counters cleared, in Redis too), as nginx's
@@ -40,12 +48,13 @@ import logging
 import math
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from limits import RateLimitItem, RateLimitItemPerMinute, RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
-from limits.aio.strategies import FixedWindowRateLimiter, MovingWindowRateLimiter
+from limits.aio.strategies import MovingWindowRateLimiter
 
 from app.config import AccessSettings
 from app.domain.errors import RateLimited
@@ -53,12 +62,24 @@ from app.llm.usage import TokenUsage
 from app.redis_client import LIMITS, RedisConnector
 from app.web.access import Caller
 
-__all__ = ["Limits", "open_limits", "rate_items"]
+__all__ = ["Limits", "Reservation", "open_limits", "rate_items"]
 
 log = logging.getLogger(__name__)
 
 _REDIS_PREFIX = "eco:limits"
 TOKENS_SPENT_MESSAGE = "이 키로 쓸 수 있는 답변 분량을 모두 썼어요. 잠시 뒤에 다시 시도해 주세요."
+#: A window's counter outlives the window by this much: a turn that ends just after it still
+#: settles into its own (dead) counter, never into the next window's.
+_WINDOW_SLACK_SECONDS = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Tokens a turn holds in its key's budget until it settles, in the window it began in."""
+
+    key: str  # the window's counter
+    tokens: int
+    window_end: float
 
 
 def rate_items(per_minute: float, burst: int) -> list[RateLimitItem]:
@@ -100,7 +121,13 @@ class _RateLimit:
 class Limits:
     """The checks of the module docstring; counters in ``storage`` (in memory by default)."""
 
-    def __init__(self, settings: AccessSettings, storage: Storage | None = None) -> None:
+    def __init__(
+        self,
+        settings: AccessSettings,
+        storage: Storage | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         storage = storage or MemoryStorage()
         limiter = MovingWindowRateLimiter(storage)
         s = settings
@@ -112,12 +139,10 @@ class Limits:
         )
         self._max_identities = s.rate_limit_max_identities
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()  # least recent first
-        self._budget = (
-            RateLimitItemPerSecond(s.key_token_budget, s.key_token_budget_seconds)
-            if s.key_token_budget
-            else None
-        )
-        self._spent = FixedWindowRateLimiter(storage)
+        self._budget = s.key_token_budget  # 0: none
+        self._window = s.key_token_budget_seconds
+        self._storage = storage
+        self._clock = clock
 
     @property
     def tracked(self) -> int:
@@ -139,34 +164,89 @@ class Limits:
 
     def budgeted(self, caller: Caller) -> bool:
         """Whether ``caller``'s turns count against a token budget (an API key's, when set)."""
-        return self._budget is not None and caller.kind in ("key", "relay")
+        return self._budget > 0 and caller.kind in ("key", "relay")
 
     async def budget_left(self, caller: Caller) -> RateLimited | None:
-        """The refusal when ``caller``'s key has spent its token budget, or None."""
-        if self._budget is None or not self.budgeted(caller):
+        """The refusal when ``caller``'s key has spent (or reserved) its token budget, or None.
+        A look, taking nothing: :meth:`reserve` decides."""
+        if not self.budgeted(caller):
             return None
+        key, end = self._counter(caller)
         try:
-            if await self._spent.test(self._budget, "tokens", caller.client):
-                return None
-            stats = await self._spent.get_window_stats(self._budget, "tokens", caller.client)
+            counted = await self._storage.get(key)
         except Exception:
             log.warning("token budget store unavailable; request admitted", exc_info=True)
             return None
-        return RateLimited(
-            f"token budget of {caller.client} spent",
-            retry_after=_whole(stats.reset_time - time.time()),
-            message=TOKENS_SPENT_MESSAGE,
-        )
+        return None if counted < self._budget else self._spent_refusal(caller, end)
+
+    async def counted(self, caller: Caller) -> int:
+        """Tokens ``caller``'s key has spent and reserved in the current window."""
+        if not self.budgeted(caller):
+            return 0
+        return await self._storage.get(self._counter(caller)[0])
+
+    async def reserve(self, caller: Caller, tokens: int) -> Reservation | RateLimited | None:
+        """Holds ``tokens`` of ``caller``'s budget for a turn: the reservation to settle when
+        the turn ends, the refusal when the key's count already stood at its budget, or None
+        (no budget, or its store unavailable: admitted without counting, logged)."""
+        if not self.budgeted(caller):
+            return None
+        tokens = max(0, tokens)
+        key, end = self._counter(caller)
+        expiry = self._expiry(end)
+        try:
+            counted = await self._storage.incr(key, expiry, amount=tokens)
+            if counted - tokens >= self._budget:  # spent before this turn: take it back
+                await self._storage.incr(key, expiry, amount=-tokens)
+                return self._spent_refusal(caller, end)
+        except Exception:
+            log.warning("token budget store unavailable; turn admitted", exc_info=True)
+            return None
+        return Reservation(key, tokens, end)
+
+    async def settle(
+        self, caller: Caller, reservation: Reservation | None, usage: TokenUsage
+    ) -> None:
+        """Replaces ``reservation`` (None: there was none) with what the turn spent."""
+        if reservation is None:
+            await self.spend(caller, usage)
+            return
+        change = usage.input_tokens + usage.output_tokens - reservation.tokens
+        if change == 0:
+            return
+        try:  # the window the turn began in, even when it is over
+            await self._storage.incr(
+                reservation.key, self._expiry(reservation.window_end), amount=change
+            )
+        except Exception:
+            log.warning("token budget store unavailable; %+d tokens not settled", change)
 
     async def spend(self, caller: Caller, usage: TokenUsage) -> None:
-        """Adds what a turn of ``caller`` spent to its key's budget."""
+        """Adds what a turn of ``caller`` spent to its key's budget (a turn that reserved
+        nothing: its store was unavailable when it began)."""
         tokens = usage.input_tokens + usage.output_tokens
-        if self._budget is None or not self.budgeted(caller) or tokens <= 0:
+        if not self.budgeted(caller) or tokens <= 0:
             return
+        key, end = self._counter(caller)
         try:
-            await self._spent.hit(self._budget, "tokens", caller.client, cost=tokens)
+            await self._storage.incr(key, self._expiry(end), amount=tokens)
         except Exception:
             log.warning("token budget store unavailable; %d tokens not counted", tokens)
+
+    def _counter(self, caller: Caller) -> tuple[str, float]:
+        """The counter of ``caller``'s key in the current window, and when that window ends."""
+        window = int(self._clock() // self._window)
+        return f"tokens/{caller.client}/{window}", float((window + 1) * self._window)
+
+    def _expiry(self, window_end: float) -> int:
+        return max(1, math.ceil(window_end - self._clock())) + _WINDOW_SLACK_SECONDS
+
+    def _spent_refusal(self, caller: Caller, window_end: float) -> RateLimited:
+        return RateLimited(
+            f"token budget of {caller.client} spent",
+            retry_after=_whole(window_end - self._clock()),
+            message=TOKENS_SPENT_MESSAGE,
+        )
 
     async def _hit(self, limit: _RateLimit, identity: str, client: str) -> RateLimited | None:
         if not limit.on:

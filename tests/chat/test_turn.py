@@ -124,7 +124,7 @@ class _Open:
         pass
 
     @asynccontextmanager
-    async def hold(self, usage: TokenUsage) -> AsyncIterator[None]:
+    async def hold(self, usage: TokenUsage, expected: int = 0) -> AsyncIterator[None]:
         yield
 
 

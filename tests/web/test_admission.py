@@ -3,14 +3,17 @@ page's share, a session's; taken once a turn is planned, given back however the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, aclosing
 from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import pytest
+from limits.aio.storage import MemoryStorage
 
+from app.chat.generation import Generator
 from app.chat.plan import BaseInfoTurn, Reply
 from app.chat.turn import RecommendationService
 from app.config import Settings
@@ -28,14 +31,14 @@ A = Caller("ip:10.0.0.1", "address")
 B = Caller("ip:10.0.0.2", "address")
 
 
-def _admission(**overrides: object) -> Admission:
+def _admission(clock: Callable[[], float] = time.time, **overrides: object) -> Admission:
     base: dict[str, object] = {
         "max_concurrent_generations": 8,
         "client_generations_share": 0.5,
         "session_max_concurrent": 2,
     }
     settings = Settings(_env_file=None, **(base | overrides))  # type: ignore[call-arg, arg-type]
-    return Admission(settings, access=Access(settings), limits=Limits(settings))
+    return Admission(settings, access=Access(settings), limits=Limits(settings, clock=clock))
 
 
 async def _refusal(admission: Admission, caller: Caller, session: str) -> Refused:
@@ -118,9 +121,15 @@ class _Planner:
 
 
 class _Generator:
-    def __init__(self, gate: anyio.Event | None = None, *, fail: bool = False) -> None:
+    def __init__(
+        self, gate: anyio.Event | None = None, *, fail: bool = False, reserves: int = 0
+    ) -> None:
         self.gate = gate
         self.fail = fail
+        self.reserves = reserves
+
+    def reservation(self, plan: Any) -> int:
+        return self.reserves
 
     async def run(self, plan: Any, usage: TokenUsage) -> AsyncIterator[StreamEvent]:
         yield Delta("a")
@@ -196,7 +205,8 @@ def _spent(tokens: int) -> TokenUsage:
 
 
 async def test_a_key_that_spent_its_token_budget_is_refused_until_its_window_ends() -> None:
-    admission = _admission(key_token_budget=1_000, key_token_budget_seconds=3_600)
+    now = 7 * 3_600 + 100.0  # 100 s into a window of the clock's hours
+    admission = _admission(lambda: now, key_token_budget=1_000, key_token_budget_seconds=3_600)
     key, other = Caller("key:aaaa", "key"), Caller("key:bbbb", "relay")
     await admission.budget(key)  # nothing spent yet
     async with admission.gate(key, "s").hold(_spent(600)):
@@ -208,7 +218,9 @@ async def test_a_key_that_spent_its_token_budget_is_refused_until_its_window_end
         await admission.budget(key)
     error = refused.value.error
     assert isinstance(error, RateLimited) and error.status == 429
-    assert 3_500 <= error.retry_after <= 3_600  # the window's end
+    assert error.retry_after == 3_500  # the window's end
+    now += 3_500
+    await admission.budget(key)  # the next window: a new budget
     await admission.budget(other)  # every key its own budget
     await admission.budget(A)  # a caller without a key has none (its rates bound it)
 
@@ -225,3 +237,121 @@ async def test_no_budget_by_default_and_a_cancelled_turn_counts_what_it_spent() 
             raise RuntimeError("client left")
     with pytest.raises(Refused):
         await admission.budget(key)
+
+
+async def _turns_at_once(
+    admission: Admission, caller: Caller, turns: int, *, reserves: int, spends: int
+) -> int:
+    """``turns`` turns of ``caller`` sent at once, each reserving ``reserves`` tokens and
+    spending ``spends``; they all end together. How many were admitted."""
+    admitted = 0
+    end = anyio.Event()
+
+    async def turn(n: int) -> None:
+        nonlocal admitted
+        try:
+            async with admission.gate(caller, f"s{n}").hold(_spent(spends), reserves):
+                admitted += 1
+                await end.wait()
+        except Refused as refused:
+            assert refused.error.status == 429
+
+    async with anyio.create_task_group() as group:
+        for n in range(turns):
+            group.start_soon(turn, n)
+        await anyio.wait_all_tasks_blocked()
+        end.set()
+    return admitted
+
+
+def _many(**overrides: object) -> Admission:
+    """Room for every turn of one key at once: only the budget refuses."""
+    return _admission(max_concurrent_generations=64, client_generations_share=1.0, **overrides)
+
+
+async def test_turns_sent_at_once_pass_a_keys_budget_by_at_most_one_reservation() -> None:
+    """Issue 31: a budget of 300 and 12 turns at once admitted all 12 (about 5,000 tokens).
+    Each reserves its most at admission: one is admitted, and the key's count passes the
+    budget by less than one reservation."""
+    key = Caller("key:aaaa", "key")
+    admission = _many(key_token_budget=300)
+    assert await _turns_at_once(admission, key, 12, reserves=1_500, spends=1_200) == 1
+    assert await admission.limits.counted(key) == 1_200  # the reservation replaced by the spend
+    assert await _turns_at_once(admission, key, 12, reserves=1_500, spends=1_200) == 0
+
+    admission = _many(key_token_budget=1_000)
+    assert await _turns_at_once(admission, key, 12, reserves=400, spends=350) == 3
+    spent = await admission.limits.counted(key)
+    assert spent == 3 * 350 and spent < 1_000 + 400
+
+
+async def test_a_reservation_is_held_while_the_turn_runs_and_given_back_when_it_ends() -> None:
+    key = Caller("key:aaaa", "key")
+    admission = _many(key_token_budget=1_000)
+    limits = admission.limits
+    async with admission.gate(key, "a").hold(_spent(100), 900):
+        assert await limits.counted(key) == 900
+        with pytest.raises(Refused):  # 900 reserved, 600 more asked: still under, admitted...
+            async with admission.gate(key, "b").hold(_spent(0), 600):
+                async with admission.gate(key, "c").hold(_spent(0), 1):
+                    pass  # ...and now the count stands past the budget: refused
+        assert await limits.counted(key) == 900, "the refused reservation was taken back"
+    assert await limits.counted(key) == 100, "what it spent replaced what it reserved"
+    async with admission.gate(key, "d").hold(_spent(50), 800):
+        pass
+    assert await limits.counted(key) == 150
+
+
+async def test_a_turn_reserves_what_its_generator_may_spend() -> None:
+    key = Caller("key:aaaa", "key")
+    admission = _many(key_token_budget=1_000)
+    service = RecommendationService(_Planner(), _Generator(reserves=700))  # type: ignore[arg-type]
+    turn = BaseInfoTurn("s", None, 0.0, "산", "사무직", Category.VEGAN)
+    async with aclosing(service.base_info(turn, admission.gate(key, "s"))) as events:
+        assert isinstance(await anext(events), Delta)
+        assert await admission.limits.counted(key) == 700
+    assert await admission.limits.counted(key) == 0  # the fake spent nothing
+
+
+class _SlowStorage(MemoryStorage):
+    """A store that answers late, as one over the network does under load."""
+
+    async def incr(self, key: str, expiry: float, amount: int = 1) -> int:
+        await anyio.sleep(0.01)
+        return await super().incr(key, expiry, amount)
+
+
+async def test_a_cancelled_turn_settles_what_it_spent_even_when_its_store_answers_late() -> None:
+    """The client left mid-answer (the stream hub cancels the generation): the reservation
+    is still replaced by what the turn spent, not lost with the cancellation."""
+    settings = Settings(_env_file=None, key_token_budget=10_000)  # type: ignore[call-arg]
+    limits = Limits(settings, _SlowStorage())
+    admission = Admission(settings, access=Access(settings), limits=limits)
+    key = Caller("key:aaaa", "key")
+    usage = TokenUsage()
+
+    async def turn() -> None:
+        async with admission.gate(key, "s").hold(usage, 2_000):
+            usage.read({"prompt_tokens": 250, "completion_tokens": 50})
+            await anyio.sleep_forever()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(turn)
+        with anyio.fail_after(5):
+            while await limits.counted(key) != 2_000:
+                await anyio.sleep(0.01)
+        group.cancel_scope.cancel()
+    assert await limits.counted(key) == 300
+
+
+def test_a_turns_reservation_is_its_prompts_bytes_and_max_tokens() -> None:
+    """An upper bound of what vLLM can count for the request: a token covers at least one
+    byte of the prompt, the chat template adds a few per message, the output is max_tokens."""
+    plan: Any = SimpleNamespace(
+        messages=({"role": "system", "content": "가" * 100}, {"role": "user", "content": "hi"}),
+        composition="descriptions",
+    )
+    generator = Generator(llm=None, sessions=None, metrics=None)  # type: ignore[arg-type]
+    assert generator.reservation(plan) == 64 + (300 + 8) + (2 + 8) + 768
+    capped = Generator(llm=None, sessions=None, metrics=None, max_tokens=100)  # type: ignore[arg-type]
+    assert capped.reservation(plan) == 64 + (300 + 8) + (2 + 8) + 100
