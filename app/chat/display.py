@@ -320,7 +320,10 @@ class AnswerDisplay:
         )
 
     def _composed(self, document: dict[str, Any]) -> dict[str, Any]:
-        """The parsed ``document`` as the reader was shown it (module docstring)."""
+        """The parsed ``document`` as the reader was shown it (module docstring). Every string
+        value of a shown field passes through :meth:`_closed`, so where the document holds a
+        string, the value noted last is that one, as it was shown; any other value (a number,
+        null) is the model's, for validation to refuse."""
         composed = dict(document)
         if self._given_recommend is not None:
             composed[_RECOMMEND] = self._given_recommend
