@@ -1,12 +1,12 @@
 """The second half of a turn: from a :class:`TurnPlan` to display text and one terminal event.
 
-    upstream tokens -> scrubber (JSON -> display text; catalogue descriptions; whole titles,
-    none twice; bounded values end at a sentence) -> repetition guard -> Delta events
+    upstream tokens -> scrubber (JSON -> fields) -> display (catalogue descriptions; whole
+    titles, none twice; bounded values end at a sentence) -> repetition guard -> Delta events
     -> Done (the answer, with the session's category) or Failed
 
-The scrubber is the only path from model tokens to display text. An answer stopped early (a
-loop the guard caught, or JSON cut by ``max_tokens``) is closed with what is complete plus
-candidate challenges from the catalogue, rather than ended with an error.
+The scrubber and its display are the only path from model tokens to display text. An answer
+stopped early (a loop the guard caught, or JSON cut by ``max_tokens``) is closed with what is
+complete plus candidate challenges from the catalogue, rather than ended with an error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from app.chat.display import AnswerDisplay
 from app.chat.plan import TurnPlan
 from app.chat.sessions import SessionStore, Turn
 from app.domain.categories import Category
@@ -28,7 +29,7 @@ from app.domain.events import Delta, Done, Failed, StreamEvent
 from app.llm.client import LLMClient
 from app.llm.repetition import RepetitionGuard, sentences
 from app.llm.schema import DESCRIPTION_MAX_CHARS, RECOMMEND_MAX_CHARS, Answer, ChallengeItem
-from app.llm.scrubber import AnswerScrubber, ScrubResult
+from app.llm.scrubber import ScrubResult
 from app.llm.usage import TokenUsage
 from app.metrics import Metrics
 from app.rag.retriever import Hit
@@ -209,7 +210,7 @@ class _Display:
     the gateway's recommend before the model's first words, and the repetition guard."""
 
     def __init__(self, plan: TurnPlan) -> None:
-        self.scrubber = AnswerScrubber(
+        self.scrubber = AnswerDisplay(
             catalogue=plan.catalogue if plan.composition != "descriptions" else None,
             whole_titles=True,
             recommend=plan.recommend,

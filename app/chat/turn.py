@@ -4,7 +4,8 @@
               (app/chat/planning.py), or a Reply that needs no model (off-topic); a plan
               whose first challenge is the whole answer ("그 중에 …") is composed without one
     admit     a slot for the generation (the gate the route gives: app/web/admission.py)
-    generate  upstream -> scrubber -> guard -> events -> session (app/chat/generation.py)
+    generate  upstream -> scrubber -> display -> guard -> events -> session
+              (app/chat/generation.py)
 
 Every turn is an async generator of ``StreamEvent``: any number of ``Delta``, then exactly
 one ``Done`` or ``Failed``, then nothing. The GET (SSE) and POST (JSON) routes share it whole.

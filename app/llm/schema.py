@@ -17,8 +17,9 @@ validation and the grammar vLLM enforces cannot drift. Constraints that live onl
 schema, as instructions to the grammar, not checked when an answer is read back:
 
 - length bounds on every value the model writes (``maxLength``; xgrammar enforces them), so
-  that a weak model that starts to loop inside a value is stopped by the grammar (the scrubber
-  shows a bounded value so that the cut is never seen mid-word);
+  that a weak model that starts to loop inside a value is stopped by the grammar (the answer's
+  display, ``app/chat/display.py``, shows a bounded value so that the cut is never seen
+  mid-word);
 - the number of challenges, and, when grounded, titles restricted to the candidate catalogue
   titles (``enum``; see :func:`answer_schema`).
 """

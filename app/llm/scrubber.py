@@ -1,10 +1,20 @@
-"""Turn the model's streamed JSON answer into display text, piece by piece.
+"""Read the model's streamed JSON answer: its fields as they arrive, or the plain display text.
 
 The model answers ``{"recommend": "...", "challenges": [{"title": "...", "description":
 "..."}]}``, often inside a fenced code block tagged ``json``, sometimes with prose around it.
-One :class:`AnswerScrubber` per stream reads the upstream text as it arrives; ``feed(text)``
-returns the display text that is now certain and ``finish()`` returns what was held back plus
-the parsed, validated :class:`~app.llm.schema.Answer`.
+This module parses; what a reader is shown of an answer beyond the SPEC's plain layout is
+decided elsewhere (``app/chat/display.py``). One parser per stream, two ways to read it:
+
+* :class:`AnswerScrubber`: the plain display (SPEC, "Display text"). ``feed(text)`` returns the
+  display text that is now certain and ``finish()`` returns what was held back plus the parsed,
+  validated :class:`~app.llm.schema.Answer`.
+* :class:`FieldParser`: the answer's fields as they arrive. ``feed(text)`` returns
+  :data:`FieldEvent` values: a shown value :class:`Opened` (which field: the recommend, or a
+  challenge's title or description with the challenge's position), its decoded text as ``str``
+  pieces, :class:`Closed` when it is complete; :class:`ChallengeStarted` /
+  :class:`ChallengeEnded` around each challenge object; :class:`Prose` for text before the
+  object. ``finish()`` returns the last events and how the stream ended (:class:`Parsed`), with
+  the document as parsed, for a composer to validate what it makes of it (:func:`validate`).
 
 It is a small incremental JSON parser (a state machine over characters; string contents are
 scanned a slice at a time with a precompiled regex), so the work is linear in the characters fed
@@ -16,7 +26,7 @@ What is shown (SPEC, "Display text"):
 * Only string values of ``recommend`` in the top-level object and of ``title`` /
   ``description`` in the objects of the top-level ``challenges`` array. Keys, quotes, braces,
   brackets, colons, commas, fences and every other value (unknown keys, numbers, booleans,
-  null, nested arrays and objects) are parsed and never shown.
+  null, nested arrays and objects) are parsed and never shown (nor given as field events).
 * Values stream as their characters arrive; a character is held back only while it may still
   be part of an escape (``\\``, ``\\u12``, a high surrogate waiting for its low half) or, outside
   the object, of a fence or its ``json`` tag, or when it is whitespace that may turn out to be
@@ -24,12 +34,13 @@ What is shown (SPEC, "Display text"):
 
 Deliberate choices (they may look like bugs; they are not):
 
-* **Layout and separators.** The display is a list of *blocks* joined by ``"\\n\\n"``: the
-  prose before the object (if any), each ``recommend`` value, and each challenge. Inside a
-  challenge its shown fields are joined by ``"\\n"`` in the order they arrive (a description
-  before its title gives ``description + "\\n" + title``). The first block has no separator.
-  A separator is emitted when the opening quote of the value arrives, so an empty value still
-  gets its separator; for the usual key order the concatenation of all output is exactly
+* **Layout and separators** (the plain display). The display is a list of *blocks* joined by
+  ``"\\n\\n"``: the prose before the object (if any), each ``recommend`` value, and each
+  challenge. Inside a challenge its shown fields are joined by ``"\\n"`` in the order they
+  arrive (a description before its title gives ``description + "\\n" + title``). The first
+  block has no separator. A separator is emitted when the opening quote of the value arrives
+  (that is also when :class:`Opened` comes), so an empty value still gets its separator; for the
+  usual key order the concatenation of all output is exactly
   ``recommend + "".join("\\n\\n" + title + "\\n" + description ...)``. Values are never
   reordered: streaming does not wait for a later key. A challenge with no shown field adds
   nothing. A repeated key is shown each time it arrives (the answer keeps the last, as ``json``
@@ -48,44 +59,39 @@ Deliberate choices (they may look like bugs; they are not):
   character that broke it is read again as string content (it may be the closing quote). A raw
   control character inside a string is kept. The parsed answer holds the same text as the
   display. At ``finish()``, an escape cut off by the end of the stream is dropped and a pending
-  high surrogate becomes U+FFFD.
+  high surrogate becomes U+FFFD; a recommend cut off by the end of the stream is kept as read
+  (``partial()`` closes a stopped stream with it).
 * **Leniency.** Trailing commas (``[1,]``, ``{"a": 1,}``) are accepted. Any other syntax error
   stops the display for the rest of the stream; ``finish()`` says where it was.
 * The input is a ``str`` as an SSE/JSON client decodes it; lone surrogates can only arise from
   ``\\u`` escapes, and those are the ones handled.
-
-What a reader should meet, when the gateway asks for it (all off by default, so that the plain
-scrubber is exactly the SPEC's display):
-
-* ``whole_titles``: a challenge's title is shown once it is complete, and a challenge whose title
-  repeats one shown earlier in the answer is dropped whole (never shown, not in the answer),
-  unless part of it was shown already (a description written before its title).
-* ``catalogue`` (title -> description; implies ``whole_titles``): the model picks titles and the
-  catalogue says the rest. A complete title is shown with its catalogue description right after
-  it, exactly as the catalogue has it; the model's own description, if it writes one, is neither
-  shown nor kept; a title the catalogue does not hold drops its challenge.
-* ``recommend``: the recommend is the gateway's own text, which the caller shows before the first
-  feed: it is the answer's recommend and the first block of the layout, and a recommend the
-  model writes anyway is neither shown nor kept.
-* ``bounds`` (key -> the value's ``maxLength``): within ``BOUND_MARGIN`` characters of its bound
-  a value is shown a sentence at a time, and a value that reaches its bound (the grammar cut it)
-  ends at its last sentence end. So a length bound never leaves a word cut in half on screen,
-  while a value of usual length streams as it arrives.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from pydantic import ValidationError
 
 from app.llm.schema import DISPLAY_KEYS, Answer
 
-__all__ = ["BOUND_MARGIN", "AnswerScrubber", "ScrubResult"]
+__all__ = [
+    "AnswerScrubber",
+    "ChallengeEnded",
+    "ChallengeStarted",
+    "Closed",
+    "FieldEvent",
+    "FieldParser",
+    "Opened",
+    "Parsed",
+    "Prose",
+    "ScrubResult",
+    "partial_answer",
+    "validate",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +115,77 @@ class ScrubResult:
     truncated: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A shown value began (its opening quote came): the ``recommend`` (``challenge`` is -1), or
+    the ``title`` or ``description`` of the challenge at position ``challenge`` of the
+    ``challenges`` array. Its text follows as ``str`` pieces, then :class:`Closed`."""
+
+    key: str
+    challenge: int
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The value last opened is complete: all of it, decoded."""
+
+    key: str
+    challenge: int
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChallengeStarted:
+    """An object at position ``index`` of the top-level ``challenges`` array began."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChallengeEnded:
+    """The challenge object at position ``index`` closed."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prose:
+    """Shown text from before the object (fences removed, trimmed as the plain display is)."""
+
+    text: str
+
+
+#: What :meth:`FieldParser.feed` returns, in order; a ``str`` is decoded text of the value last
+#: :class:`Opened`.
+FieldEvent: TypeAlias = str | Opened | Closed | ChallengeStarted | ChallengeEnded | Prose
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """How a stream ended, as parsed (:meth:`FieldParser.finish`)."""
+
+    #: The last events: text held back until the end (a pending surrogate's U+FFFD).
+    events: list[FieldEvent]
+    #: The top-level object as read (the model's values; {} when none was started).
+    document: dict[str, Any]
+    #: A whole top-level JSON object was seen (the schema is not checked: see :func:`validate`).
+    complete: bool
+    #: Why the object is not complete (English, for logs); None when it is.
+    error: str | None
+    #: As :attr:`ScrubResult.prose`.
+    prose: str
+    json_started: bool
+    truncated: bool
+
+
+def validate(document: dict[str, Any]) -> tuple[Answer | None, str | None]:
+    """The answer a complete document holds, or None and why not (English, for logs)."""
+    try:
+        return Answer.model_validate(document), None
+    except ValidationError as exc:
+        return None, "the JSON answer does not match the schema: " + _describe(exc)
+
+
 # Parser states. Plain ints (not an Enum) because they are compared on every feed.
 _STR: Final = 0  # inside a string (key or value)
 _ESC: Final = 1  # inside an escape that the previous feed cut, or an invalid one
@@ -130,18 +207,6 @@ _OTHER: Final = 3
 
 _RECOMMEND: Final = DISPLAY_KEYS[0]
 _ITEM_KEYS: Final = frozenset(DISPLAY_KEYS[1:])
-_TITLE: Final = DISPLAY_KEYS[1]
-_DESCRIPTION: Final = DISPLAY_KEYS[2]
-
-# How a value is shown (``_show``).
-_HIDDEN: Final = 0
-_SHOWN: Final = 1  # as it arrives
-_BOUNDED: Final = 2  # as it arrives while far from its bound, then a sentence at a time
-_HELD: Final = 3  # a title, shown once complete
-
-#: Characters before its bound from which a value is shown a sentence at a time.
-BOUND_MARGIN: Final = 60
-_SENTENCE_ENDS: Final = re.compile(r"[.!?…]+")
 _CHALLENGES_KEY: Final = "challenges"
 
 _REPLACEMENT: Final = "\ufffd"
@@ -189,23 +254,15 @@ _TRUNCATED_WHERE: Final[dict[int, str]] = {
 }
 
 
-class AnswerScrubber:
-    """Incremental parser of one streamed answer; see the module docstring.
-
-    Use one instance per stream: call :meth:`feed` with each upstream text delta and send what
-    it returns, then call :meth:`finish` once.
-    """
+class _Parser:
+    """The state machine both readers share; subclasses say what a shown value's opening,
+    closing, a challenge's edges and prose put into the output (``out``: display text, or
+    field events)."""
 
     __slots__ = (
-        "_blocks",
-        "_bound",
-        "_bounds",
-        "_catalogue",
-        "_dropped",
+        "_challenge",
         "_error",
         "_esc",
-        "_fields",
-        "_given_recommend",
         "_held_ws",
         "_high",
         "_is_key",
@@ -214,7 +271,6 @@ class AnswerScrubber:
         "_parts",
         "_prose_parts",
         "_prose_started",
-        "_released",
         "_roles",
         "_root",
         "_scalar",
@@ -223,32 +279,14 @@ class AnswerScrubber:
         "_state",
         "_tagbuf",
         "_ticks",
-        "_titles",
-        "_whole_titles",
     )
 
-    def __init__(
-        self,
-        *,
-        catalogue: Mapping[str, str] | None = None,
-        whole_titles: bool = False,
-        recommend: str | None = None,
-        bounds: Mapping[str, int] | None = None,
-    ) -> None:
-        # what a reader should meet (module docstring)
-        self._catalogue = catalogue
-        self._whole_titles = whole_titles or catalogue is not None
-        self._bounds = dict(bounds or {})
-        self._titles: set[str] = set()  # titles shown in this answer
-        self._dropped = False  # the current challenge is dropped
-        self._bound = 0  # the current value's bound (_BOUNDED)
-        self._released = 0  # characters of the current value shown so far (_BOUNDED)
-        self._given_recommend = recommend is not None
+    def __init__(self) -> None:
         self._state: int = _PRE
         self._offset = 0  # characters fed before the current feed (for error positions)
         # strings
         self._parts: list[str] = []  # decoded pieces of the current string
-        self._show = _HIDDEN  # how the current string is shown
+        self._show = False  # the current string is a shown value
         self._is_key = False
         self._esc = ""  # characters after the backslash of a pending escape
         self._high = 0  # a high surrogate waiting for its low half
@@ -258,11 +296,7 @@ class AnswerScrubber:
         self._stack: list[dict[str, Any] | list[Any]] = []
         self._roles: list[int] = []
         self._key = ""  # the last key read (the slot of the next value in an object)
-        if recommend is not None:
-            self._root[_RECOMMEND] = recommend
-        # layout
-        self._blocks = 0 if recommend is None else 1  # blocks started so far
-        self._fields = 0  # fields shown so far in the current challenge
+        self._challenge = -1  # position of the current challenge in its array
         # prose
         self._ticks = 0  # backticks held (a possible fence)
         self._tagbuf: str | None = None  # a possible ``json`` tag after a fence
@@ -271,22 +305,33 @@ class AnswerScrubber:
         self._prose_parts: list[str] = []
         self._error: str | None = None
 
-    # ------------------------------------------------------------------ public
+    @property
+    def document(self) -> dict[str, Any]:
+        """The top-level object as read so far (the model's values); do not change it."""
+        return self._root
 
-    def feed(self, text: str) -> str:
-        """Read the next piece of model output; return the display text now certain."""
-        if (
-            self._state == _STR
-            and self._show <= _SHOWN
-            and not self._high
-            and '"' not in text
-            and "\\" not in text
-        ):
-            # The common case: more characters of a string, nothing to decode.
-            self._offset += len(text)
-            self._parts.append(text)
-            return text if self._show else ""
-        out: list[str] = []
+    # ------------------------------------------------------ what subclasses output
+
+    def _opened(self, key: str, out: list[Any]) -> None:
+        """A shown value's opening quote (``key`` names its field)."""
+        raise NotImplementedError
+
+    def _closed(self, value: str, out: list[Any]) -> None:
+        """The shown value is complete."""
+
+    def _item_started(self, out: list[Any]) -> None:
+        """A challenge object began."""
+
+    def _item_ended(self, out: list[Any]) -> None:
+        """A challenge object closed."""
+
+    def _prose_out(self, shown: str, out: list[Any]) -> None:
+        """A piece of shown prose."""
+        raise NotImplementedError
+
+    # -------------------------------------------------------------------- reading
+
+    def _read(self, text: str, out: list[Any]) -> None:
         i = 0
         n = len(text)
         while i < n:
@@ -296,7 +341,7 @@ class AnswerScrubber:
             elif state >= _VALUE:
                 if state >= _POST:
                     if state == _DONE:
-                        raise RuntimeError("AnswerScrubber.feed() called after finish()")
+                        raise RuntimeError(f"{type(self).__name__}.feed() called after finish()")
                     break
                 i = self._structure(text, i, n, out)
             elif state == _PRE:
@@ -306,148 +351,47 @@ class AnswerScrubber:
             else:
                 i = self._scalar_part(text, i, n)
         self._offset += n
-        return "".join(out)
 
-    def finish(self) -> ScrubResult:
-        """End the stream: release held text, then parse and validate the answer."""
+    def _end(self, out: list[Any]) -> Parsed:
+        """End the stream: release held text; how it ended."""
         state = self._state
         if state == _DONE:
-            raise RuntimeError("AnswerScrubber.finish() called twice")
+            raise RuntimeError(f"{type(self).__name__}.finish() called twice")
         self._state = _DONE
-        tail: list[str] = []
         if state == _PRE:
-            self._flush_prose(tail)
+            self._flush_prose(out)
         elif state == _STR or state == _ESC:
-            self._drop_pending_high(tail)
+            self._drop_pending_high(out)
             if self._show and self._roles[-1:] == [_ROOT] and self._key == _RECOMMEND:
-                self._root[_RECOMMEND] = self._shown_value()  # cut here: partial() keeps it
-        prose = "".join(self._prose_parts)
-        answer: Answer | None = None
+                self._root[_RECOMMEND] = "".join(self._parts)  # cut here: partial() keeps it
         error: str | None = None
-        complete = state == _POST
-        if complete:
-            try:
-                answer = Answer.model_validate(self._root)
-            except ValidationError as exc:
-                error = "the JSON answer does not match the schema: " + _describe(exc)
-        elif state == _ERR:
+        if state == _ERR:
             error = self._error
         elif state == _PRE:
             error = "the model output holds no JSON object"
-        else:
+        elif state != _POST:
             error = (
                 f"the stream ended {_TRUNCATED_WHERE[state]} before the JSON object was closed "
                 f"(truncated; {len(self._stack)} bracket(s) still open)"
             )
-        return ScrubResult(
-            tail="".join(tail),
-            answer=answer,
-            complete=complete,
+        return Parsed(
+            events=out,
+            document=self._root,
+            complete=state == _POST,
             error=error,
-            prose=prose,
+            prose="".join(self._prose_parts),
             json_started=state != _PRE,
             truncated=state not in (_PRE, _POST, _ERR),
         )
 
-    def partial(self) -> Answer:
-        """What the answer holds so far, for closing a stream stopped early: the recommend
-        text read so far (also while it is still being read) and the challenges whose title
-        and description have both been read. Read-only; ``feed`` may go on, and after
-        ``finish`` it gives what the stream ended with."""
-        recommend = self._root.get(_RECOMMEND)
-        reading_recommend = (
-            self._state in (_STR, _ESC)
-            and self._show
-            and self._roles[-1:] == [_ROOT]
-            and self._key == _RECOMMEND
-        )
-        if reading_recommend:
-            recommend = self._shown_value()
-        items = self._root.get(_CHALLENGES_KEY)
-        complete = [
-            {"title": item["title"], "description": item["description"]}
-            for item in (items if isinstance(items, list) else [])
-            if isinstance(item, dict)
-            and isinstance(item.get("title"), str)
-            and isinstance(item.get("description"), str)
-        ]
-        text = recommend if isinstance(recommend, str) else ""
-        return Answer.model_validate({"recommend": text, "challenges": complete})
-
     # ----------------------------------------------------------------- strings
 
-    def _put(self, piece: str, out: list[str]) -> None:
+    def _put(self, piece: str, out: list[Any]) -> None:
         self._parts.append(piece)
-        if self._show == _SHOWN:
+        if self._show:
             out.append(piece)
-        elif self._show == _BOUNDED:
-            self._release(out)
 
-    def _shown_value(self) -> str:
-        """What the reader has seen of the current value."""
-        value = "".join(self._parts)
-        return value[: self._released] if self._show == _BOUNDED else value
-
-    def _release(self, out: list[str]) -> None:
-        """Show what a bounded value may show now: all of it while it is far from its bound,
-        then up to its last sentence end. A value that runs past its bound is held to it by no
-        grammar (structured output off, another server): from there it is shown as it comes."""
-        value = "".join(self._parts)
-        upto = len(value)
-        if upto > self._bound:
-            self._show = _SHOWN
-        elif upto > self._bound - BOUND_MARGIN:
-            upto = self._released
-            for end in _SENTENCE_ENDS.finditer(value, self._released):
-                upto = end.end()
-        if upto > self._released:
-            out.append(value[self._released : upto])
-            self._released = upto
-
-    def _bounded_value(self, value: str, out: list[str]) -> str:
-        """A bounded value is complete: show the rest, unless the bound cut it, in which case
-        it ends at its last sentence end (or where it was shown up to). Returns the value as
-        shown."""
-        keep = len(value)
-        if keep >= self._bound:
-            keep = self._released
-            for end in _SENTENCE_ENDS.finditer(value, self._released):
-                keep = end.end()
-        if keep > self._released:
-            out.append(value[self._released : keep])
-        return value[:keep]
-
-    def _title_done(self, title: str, out: list[str]) -> None:
-        """A held title is complete: show it (with its catalogue description), or drop its
-        challenge (a repeat, or a title the catalogue does not hold)."""
-        if self._dropped:
-            return
-        description = None if self._catalogue is None else self._catalogue.get(title)
-        unwanted = title in self._titles or (self._catalogue is not None and description is None)
-        if unwanted and not self._fields:
-            self._dropped = True
-            return
-        self._titles.add(title)
-        self._field_separator(out)
-        out.append(title)
-        item = self._stack[-1]
-        assert isinstance(item, dict)
-        item[_TITLE] = title
-        if description is not None:
-            out.append("\n" + description)
-            self._fields += 1
-            item[_DESCRIPTION] = description
-
-    def _field_separator(self, out: list[str]) -> None:
-        if self._fields:
-            out.append("\n")
-        else:
-            if self._blocks:
-                out.append("\n\n")
-            self._blocks += 1
-        self._fields += 1
-
-    def _string(self, text: str, i: int, n: int, out: list[str]) -> int:
+    def _string(self, text: str, i: int, n: int, out: list[Any]) -> int:
         """String contents, a slice at a time. In the usual layout the next string follows
         after ``: `` or ``, ``; those are taken here too, without a trip through feed()."""
         while True:
@@ -466,10 +410,8 @@ class AnswerScrubber:
                     piece = self._decode(piece, j == n or text[j] == "\\")
                 if piece:
                     self._parts.append(piece)
-                    if self._show == _SHOWN:
+                    if self._show:
                         out.append(piece)
-                    elif self._show == _BOUNDED:
-                        self._release(out)
             if j == n:
                 return n
             if text[j] != '"':
@@ -487,13 +429,9 @@ class AnswerScrubber:
                     return j + 1
                 self._open_string(False, out)
             else:
-                show = self._show
-                if show == _HELD:
-                    self._title_done(value, out)
-                else:
-                    if show == _BOUNDED:
-                        value = self._bounded_value(value, out)
-                    self._attach(value)
+                self._attach(value)
+                if self._show:
+                    self._closed(value, out)
                 match = _COMMA_QUOTE.match(text, j + 1)
                 if match is None or not isinstance(self._stack[-1], dict):
                     self._state = _AFTER
@@ -517,7 +455,7 @@ class AnswerScrubber:
             decoded = _SURROGATE.sub(_REPLACEMENT, decoded)
         return decoded
 
-    def _escape(self, text: str, i: int, n: int, out: list[str]) -> int:
+    def _escape(self, text: str, i: int, n: int, out: list[Any]) -> int:
         """The slow path: one escape, one character at a time."""
         esc = self._esc
         while i < n:
@@ -550,13 +488,13 @@ class AnswerScrubber:
         self._esc = esc
         return i
 
-    def _drop_pending_high(self, out: list[str]) -> None:
+    def _drop_pending_high(self, out: list[Any]) -> None:
         """A high surrogate whose low half did not come shows as U+FFFD."""
         if self._high:
             self._high = 0
             self._put(_REPLACEMENT, out)
 
-    def _code_point(self, cp: int, out: list[str]) -> None:
+    def _code_point(self, cp: int, out: list[Any]) -> None:
         if self._high:
             high = self._high
             self._high = 0
@@ -571,53 +509,29 @@ class AnswerScrubber:
         else:
             self._put(chr(cp), out)
 
-    def _open_string(self, is_key: bool, out: list[str]) -> None:
-        show = _HIDDEN
+    def _open_string(self, is_key: bool, out: list[Any]) -> None:
+        show = False
         if not is_key:
             role = self._roles[-1]
             key = self._key
-            if role == _ROOT:
-                if key == _RECOMMEND and not self._given_recommend:
-                    show = self._shown_as(key)
-                    if self._blocks:
-                        out.append("\n\n")
-                    self._blocks += 1
-            elif role == _ITEM and key in _ITEM_KEYS and not self._dropped:
-                if key == _TITLE and self._whole_titles:
-                    show = _HELD
-                elif key == _DESCRIPTION and self._catalogue is not None:
-                    show = _HIDDEN  # the catalogue's description is shown instead
-                else:
-                    show = self._shown_as(key)
-                    self._field_separator(out)
+            if (role == _ROOT and key == _RECOMMEND) or (role == _ITEM and key in _ITEM_KEYS):
+                show = True
+                self._opened(key, out)
         self._show = show
         self._is_key = is_key
         self._parts = []
         self._state = _STR
-
-    def _shown_as(self, key: str) -> int:
-        bound = self._bounds.get(key)
-        if bound is None:
-            return _SHOWN
-        self._bound = bound
-        self._released = 0
-        return _BOUNDED
 
     # --------------------------------------------------------------- structure
 
     def _attach(self, value: Any) -> None:
         top = self._stack[-1]
         if isinstance(top, dict):
-            key, role = self._key, self._roles[-1]
-            if (key == _DESCRIPTION and role == _ITEM and self._catalogue is not None) or (
-                key == _RECOMMEND and role == _ROOT and self._given_recommend
-            ):
-                return  # the catalogue's description, or the gateway's recommend, stands
             top[self._key] = value
         else:
             top.append(value)
 
-    def _open_container(self, container: dict[str, Any] | list[Any]) -> None:
+    def _open_container(self, container: dict[str, Any] | list[Any], out: list[Any]) -> None:
         parent_role = self._roles[-1]
         role = _OTHER
         if isinstance(container, list):
@@ -625,19 +539,16 @@ class AnswerScrubber:
                 role = _CHALLENGES
         elif parent_role == _CHALLENGES:
             role = _ITEM
-            self._fields = 0
-            self._dropped = False
+            self._challenge = len(self._stack[-1])
+            self._item_started(out)
         self._attach(container)
         self._stack.append(container)
         self._roles.append(role)
 
-    def _close_container(self) -> None:
+    def _close_container(self, out: list[Any]) -> None:
         self._stack.pop()
-        if self._roles.pop() == _ITEM and self._dropped:
-            parent = self._stack[-1]
-            assert isinstance(parent, list)
-            parent.pop()  # the dropped challenge is not part of the answer
-            self._dropped = False
+        if self._roles.pop() == _ITEM:
+            self._item_ended(out)
         self._state = _AFTER if self._stack else _POST
 
     def _fail(self, i: int, c: str, expected: str) -> int:
@@ -648,7 +559,7 @@ class AnswerScrubber:
         self._state = _ERR
         return i + 1
 
-    def _structure(self, text: str, i: int, n: int, out: list[str]) -> int:
+    def _structure(self, text: str, i: int, n: int, out: list[Any]) -> int:
         """Whitespace and punctuation between values."""
         while i < n:
             c = text[i]
@@ -670,7 +581,7 @@ class AnswerScrubber:
                     else:
                         self._state = _VALUE
                 elif c == ("}" if in_object else "]"):
-                    self._close_container()
+                    self._close_container(out)
                     if self._state == _POST:
                         return i + 1
                 else:
@@ -680,15 +591,15 @@ class AnswerScrubber:
                     self._open_string(False, out)
                     return i + 1
                 if c == "{":
-                    self._open_container({})
+                    self._open_container({}, out)
                     self._state = _KEY
                 elif c == "[":
-                    self._open_container([])
+                    self._open_container([], out)
                 elif c in _SCALAR_START:
                     self._state = _SCALAR
                     return i
                 elif c == "]" and isinstance(self._stack[-1], list):
-                    self._close_container()  # "[]" or a trailing comma
+                    self._close_container(out)  # "[]" or a trailing comma
                 else:
                     return self._fail(i, c, "a value")
             elif state == _KEY:
@@ -697,7 +608,7 @@ class AnswerScrubber:
                     return i + 1
                 if c != "}":
                     return self._fail(i, c, "a key in double quotes or '}'")
-                self._close_container()  # "{}" or a trailing comma
+                self._close_container(out)  # "{}" or a trailing comma
                 if self._state == _POST:
                     return i + 1
             elif state == _COLON:
@@ -740,7 +651,7 @@ class AnswerScrubber:
 
     # ------------------------------------------------------------------- prose
 
-    def _prose(self, text: str, i: int, n: int, out: list[str]) -> int:
+    def _prose(self, text: str, i: int, n: int, out: list[Any]) -> int:
         while i < n:
             if self._tagbuf is not None:
                 tag = self._tagbuf
@@ -788,25 +699,22 @@ class AnswerScrubber:
             return j + 1
         return i
 
-    def _emit_prose(self, piece: str, out: list[str]) -> None:
+    def _emit_prose(self, piece: str, out: list[Any]) -> None:
         core = piece.rstrip()
         if not core:
             if self._prose_started:
                 self._held_ws += piece
             return
-        if self._prose_started:
-            shown = self._held_ws + core
-        else:
+        if not self._prose_started:
             shown = core.lstrip()
             self._prose_started = True
-            if self._blocks:  # after the gateway's recommend
-                out.append("\n\n")
-            self._blocks += 1
+        else:
+            shown = self._held_ws + core
         self._held_ws = piece[len(core) :]
-        out.append(shown)
+        self._prose_out(shown, out)
         self._prose_parts.append(shown)
 
-    def _flush_prose(self, out: list[str]) -> None:
+    def _flush_prose(self, out: list[Any]) -> None:
         if self._tagbuf:
             self._emit_prose(self._tagbuf, out)
         elif 0 < self._ticks < 3:
@@ -814,6 +722,140 @@ class AnswerScrubber:
         self._tagbuf = None
         self._ticks = 0
         self._held_ws = ""
+
+
+class AnswerScrubber(_Parser):
+    """The plain display of one streamed answer (SPEC, "Display text"); see the module
+    docstring.
+
+    Use one instance per stream: call :meth:`feed` with each upstream text delta and send what
+    it returns, then call :meth:`finish` once.
+    """
+
+    __slots__ = ("_blocks", "_fields")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._blocks = 0  # recommend and challenge blocks started so far
+        self._fields = 0  # fields shown so far in the current challenge
+
+    def feed(self, text: str) -> str:
+        """Read the next piece of model output; return the display text now certain."""
+        if self._state == _STR and not self._high and '"' not in text and "\\" not in text:
+            # The common case: more characters of a string, nothing to decode.
+            self._offset += len(text)
+            self._parts.append(text)
+            return text if self._show else ""
+        out: list[str] = []
+        self._read(text, out)
+        return "".join(out)
+
+    def finish(self) -> ScrubResult:
+        """End the stream: release held text, then parse and validate the answer."""
+        tail: list[str] = []
+        end = self._end(tail)
+        answer, error = validate(end.document) if end.complete else (None, end.error)
+        return ScrubResult(
+            tail="".join(tail),
+            answer=answer,
+            complete=end.complete,
+            error=error,
+            prose=end.prose,
+            json_started=end.json_started,
+            truncated=end.truncated,
+        )
+
+    def partial(self) -> Answer:
+        """What the answer holds so far, for closing a stream stopped early: the recommend
+        text read so far (also while it is still being read) and the challenges whose title
+        and description have both been read. Read-only; ``feed`` may go on, and after
+        ``finish`` it gives what the stream ended with."""
+        recommend = self._root.get(_RECOMMEND)
+        reading_recommend = (
+            self._state in (_STR, _ESC)
+            and self._show
+            and self._roles[-1:] == [_ROOT]
+            and self._key == _RECOMMEND
+        )
+        if reading_recommend:
+            recommend = "".join(self._parts)
+        return partial_answer(recommend, self._root.get(_CHALLENGES_KEY))
+
+    def _opened(self, key: str, out: list[Any]) -> None:
+        if key == _RECOMMEND:
+            self._block(out)
+        elif self._fields:
+            out.append("\n")
+            self._fields += 1
+        else:
+            self._block(out)
+            self._fields = 1
+
+    def _block(self, out: list[Any]) -> None:
+        if self._blocks or self._prose_started:
+            out.append("\n\n")
+        self._blocks += 1
+
+    def _item_started(self, out: list[Any]) -> None:
+        self._fields = 0
+
+    def _prose_out(self, shown: str, out: list[Any]) -> None:
+        out.append(shown)
+
+
+class FieldParser(_Parser):
+    """The fields of one streamed answer as they arrive; see the module docstring.
+
+    Use one instance per stream: call :meth:`feed` with each upstream text delta, then
+    :meth:`finish` once.
+    """
+
+    __slots__ = ()
+
+    def feed(self, text: str) -> list[FieldEvent]:
+        """Read the next piece of model output; return the field events it completes."""
+        if self._state == _STR and not self._high and '"' not in text and "\\" not in text:
+            # As in AnswerScrubber.feed.
+            self._offset += len(text)
+            self._parts.append(text)
+            return [text] if self._show else []
+        out: list[FieldEvent] = []
+        self._read(text, out)
+        return out
+
+    def finish(self) -> Parsed:
+        """End the stream: the last events, and how it ended."""
+        return self._end([])
+
+    def _opened(self, key: str, out: list[Any]) -> None:
+        out.append(Opened(key, -1 if key == _RECOMMEND else self._challenge))
+
+    def _closed(self, value: str, out: list[Any]) -> None:
+        key = self._key
+        out.append(Closed(key, -1 if key == _RECOMMEND else self._challenge, value))
+
+    def _item_started(self, out: list[Any]) -> None:
+        out.append(ChallengeStarted(self._challenge))
+
+    def _item_ended(self, out: list[Any]) -> None:
+        out.append(ChallengeEnded(self._challenge))
+
+    def _prose_out(self, shown: str, out: list[Any]) -> None:
+        out.append(Prose(shown))
+
+
+def partial_answer(recommend: Any, challenges: Any) -> Answer:
+    """The answer of a stream stopped early: ``recommend`` if it is text, and the challenges
+    whose title and description are both text."""
+    complete = [
+        {"title": item["title"], "description": item["description"]}
+        for item in (challenges if isinstance(challenges, list) else [])
+        if isinstance(item, dict)
+        and isinstance(item.get("title"), str)
+        and isinstance(item.get("description"), str)
+    ]
+    text = recommend if isinstance(recommend, str) else ""
+    return Answer.model_validate({"recommend": text, "challenges": complete})
 
 
 def _describe(exc: ValidationError) -> str:

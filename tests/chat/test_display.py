@@ -1,13 +1,16 @@
-"""AnswerScrubber's reader options: whole titles without repeats, catalogue descriptions, and
-values that a length bound never leaves cut mid-word, under every split of the stream."""
+"""AnswerDisplay, what a reader sees of an answer: whole titles without repeats, catalogue
+descriptions, the gateway's recommend, and values that a length bound never leaves cut
+mid-word, under every split of the stream; with no option, the plain display."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
 
+from app.chat.display import BOUND_MARGIN, AnswerDisplay
 from app.llm.schema import Answer
-from app.llm.scrubber import BOUND_MARGIN, AnswerScrubber, ScrubResult
+from app.llm.scrubber import AnswerScrubber, ScrubResult
+from tests.llm.test_scrubber import DOC, splits2
 
 CATALOGUE = {
     "텀블러로 음료 마시기": "카페에서 일회용 컵 대신 개인 텀블러를 건네 보세요. 한 해 수백 개의 컵이 줄어요.",
@@ -18,7 +21,7 @@ T1, T2, T3 = CATALOGUE
 
 
 def scrub(chunks: Iterable[str], **options: object) -> tuple[list[str], ScrubResult]:
-    scrubber = AnswerScrubber(**options)  # type: ignore[arg-type]
+    scrubber = AnswerDisplay(**options)  # type: ignore[arg-type]
     outputs = [scrubber.feed(chunk) for chunk in chunks]
     result = scrubber.finish()
     outputs.append(result.tail)
@@ -56,7 +59,7 @@ def test_catalogue_descriptions_follow_their_titles_exactly() -> None:
 
 def test_a_title_is_shown_only_once_complete() -> None:
     doc = picks("좋아요.", T1)
-    scrubber = AnswerScrubber(catalogue=CATALOGUE)
+    scrubber = AnswerDisplay(catalogue=CATALOGUE)
     cut = doc.index(T1) + 3  # inside the title
     assert T1[:3] not in scrubber.feed(doc[:cut])
     rest = scrubber.feed(doc[cut:])
@@ -113,7 +116,7 @@ def test_whole_titles_without_a_catalogue_keep_the_models_descriptions() -> None
 
 
 def test_partial_lists_catalogue_challenges_as_soon_as_their_title_is_complete() -> None:
-    scrubber = AnswerScrubber(catalogue=CATALOGUE)
+    scrubber = AnswerDisplay(catalogue=CATALOGUE)
     doc = picks("골라 봤어요.", T1, T2)
     scrubber.feed(doc[: doc.index(T2) + 2])  # inside the second title
     partial = scrubber.partial()
@@ -126,7 +129,7 @@ BOUND = 100
 
 def test_a_value_far_from_its_bound_streams_as_it_arrives() -> None:
     short = "오늘부터 한 가지씩 해 봐요. 분명 달라질 거예요"
-    scrubber = AnswerScrubber(bounds={"recommend": BOUND})
+    scrubber = AnswerDisplay(bounds={"recommend": BOUND})
     shown = scrubber.feed('{"recommend": "' + short[:10])
     assert shown == short[:10]
     assert scrubber.feed(short[10:]) == short[10:]
@@ -146,7 +149,7 @@ def test_a_value_cut_by_its_bound_ends_at_its_last_sentence_end() -> None:
         assert result.answer is not None
         assert result.answer.recommend == (first + second).rstrip()
     # Near the bound nothing past the last sentence end is shown before the value ends.
-    scrubber = AnswerScrubber(bounds={"recommend": BOUND})
+    scrubber = AnswerDisplay(bounds={"recommend": BOUND})
     shown = scrubber.feed('{"recommend": "' + value)
     assert shown == (first + second).rstrip()
 
@@ -164,3 +167,71 @@ def test_a_value_past_its_bound_had_no_grammar_and_is_shown_whole() -> None:
         outputs, result = scrub(chunks, catalogue=CATALOGUE, bounds={"recommend": BOUND})
         assert "".join(outputs) == f"{long}\n\n{T1}\n{CATALOGUE[T1]}", chunks
         assert result.answer is not None and result.answer.recommend == long
+
+
+PLAIN_DOCS = [
+    DOC,
+    '산문 ```json\n{"challenges": [{"description": "D", "title": ""}, {}], "recommend": "R"}',
+    '{"recommend": "A", "recommend": 5, "challenges": [{"title": 1, "description": "D"}]}',
+    '{"recommend": "잘린 \\ud83c',
+]
+
+
+def test_without_options_it_is_the_plain_display() -> None:
+    for doc in PLAIN_DOCS:
+        for chunks in [*splits2(doc), list(doc)]:
+            plain, display = AnswerScrubber(), AnswerDisplay()
+            for chunk in chunks:
+                assert display.feed(chunk) == plain.feed(chunk), chunks
+                assert display.partial() == plain.partial(), chunks
+            assert display.finish() == plain.finish(), chunks
+            assert display.partial() == plain.partial(), chunks
+
+
+def test_the_gateway_recommend_prose_repeats_and_unknown_titles_together() -> None:
+    """The caller shows the gateway's recommend first; what follows starts a new block."""
+    doc = (
+        "골랐어요 ```json\n"
+        + picks("모델이 쓴 추천", T1, T1, "없는 제목", T2, description="모델이 베낀 설명")
+        + "\n```"
+    )
+    given = "게이트웨이 추천이에요."
+    expected = f"\n\n골랐어요\n\n{T1}\n{CATALOGUE[T1]}\n\n{T2}\n{CATALOGUE[T2]}"
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, catalogue=CATALOGUE, recommend=given)
+        assert "".join(outputs) == expected, chunks
+        assert result.answer is not None
+        assert layout(result.answer) == given + expected.replace("\n\n골랐어요", "")
+        assert result.prose == "골랐어요"
+
+
+def test_partial_never_lists_a_dropped_challenge() -> None:
+    """A repeat is dropped whole, even when the model writes a second title into it: neither
+    shown nor in the answer a stopped stream closes with."""
+    doc = (
+        f'{{"recommend": "R", "challenges": [{{"title": "{T1}", "description": "D1"}}, '
+        f'{{"title": "{T1}", "description": "D2", "title": "{T2}"}}, '
+        f'{{"title": "{T3}", "description": "D3"}}]}}'
+    )
+    display = AnswerDisplay(whole_titles=True)
+    cut = doc.index(f'"{T2}"') + len(T2) + 2  # the second title read, the challenge still open
+    assert display.feed(doc[:cut]) == f"R\n\n{T1}\nD1"
+    assert [c.title for c in display.partial().challenges] == [T1]
+    assert display.feed(doc[cut:]) == f"\n\n{T3}\nD3"
+    result = display.finish()
+    assert result.answer is not None and [c.title for c in result.answer.challenges] == [T1, T3]
+
+
+def test_a_bounded_recommend_cut_by_the_stream_end_keeps_what_was_shown() -> None:
+    value = "가" * (BOUND - BOUND_MARGIN - 5) + "요." + " 나" * 20  # no end near its bound
+    doc = '{"recommend": "' + value
+    for chunks in every_split(doc):
+        display = AnswerDisplay(bounds={"recommend": BOUND})
+        shown = "".join(display.feed(chunk) for chunk in chunks)
+        assert value.startswith(shown) and len(shown) < len(value), chunks
+        assert display.partial().recommend == shown  # while it is still being read
+        result = display.finish()
+        assert result.tail == "" and result.truncated and result.answer is None
+        assert display.partial().recommend == shown
+    display = AnswerDisplay(bounds={"recommend": BOUND})
+    assert display.feed(doc) == value[: value.index(".") + 1]
