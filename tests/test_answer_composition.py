@@ -196,7 +196,7 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
             "다른 챌린지도 있어?",
             "회사에서 할 수 있는 거",
             "더 쉬운 거",
-            "또 뭐 있어?",
+            "비건 챌린지 알려줘",  # another field: the constraints in force end
         )
     ]
     sent: list[list[dict[str, str]]] = []

@@ -117,7 +117,9 @@ class _Planner:
 
     async def base_info(self, turn: Any) -> Any:
         self.planned += 1
-        return self.reply or SimpleNamespace(endpoint="base-info", client="anonymous")
+        return self.reply or SimpleNamespace(
+            endpoint="base-info", client="anonymous", needs_model=True
+        )
 
 
 class _Generator:
