@@ -501,16 +501,14 @@ def _with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     """The intent, read again with the facets: a choice among the challenges just shown ("그
     중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
     분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
-    it (more, or an ordinary question); inside a
-    conversation a critique is never refused as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는
-    건?")."""
+    it (more, or an ordinary question). A choice among what was just shown is never refused
+    as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
+    message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
     kind = intent.kind
-    if facets.among and state.last_shown and kind in _MAY_BE_AMONG:
+    if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
         return Intent(IntentKind.AMONG)
     if facets.another and state.turns and kind in _MAY_BE_AMONG:
         return Intent(IntentKind.ANOTHER)
-    if kind is IntentKind.OFF_TOPIC and state.turns and facets.constraints:
-        return Intent(IntentKind.MORE)
     return intent
 
 

@@ -116,3 +116,18 @@ def test_a_situation_told_in_words_is_kept_and_base_info_comes_first() -> None:
     assert (situation.location, situation.work_type, situation.given) == ("바닷가", "현장직", False)
     based = SessionState("s", location="도시", work_type="사무직")
     assert _situation(based, told).given and _situation(based, told).location == "도시"
+
+
+def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_topic() -> None:
+    from app.chat.intent import Intent
+    from app.chat.planning import _with_facets
+
+    shown = _state()
+    off = Intent(IntentKind.OFF_TOPIC)
+    among = Facets(constraints=frozenset({Constraint.EASY}), among=True)
+    assert _with_facets(off, among, shown).kind is IntentKind.AMONG
+    money = Facets(constraints=frozenset({Constraint.FREE}))  # "오늘 주식 뭐 살까"
+    assert _with_facets(off, money, shown).kind is IntentKind.OFF_TOPIC
+    another = Facets(constraints=frozenset({Constraint.HOME}), another=True)
+    assert _with_facets(Intent(IntentKind.MORE), another, shown).kind is IntentKind.ANOTHER
+    assert _with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
