@@ -3,10 +3,10 @@
     question (its embedding) + the turn's candidates (retrieval's order, best first)
       -> every sentence of the best few candidates' catalogue text (their vectors: the
          :class:`SentenceBank`, app/chat/sentence_bank.py)
-      -> the sentence nearest the question (a little nearer for a better candidate)
-      -> near enough to be the answer ("sure"), near enough to be related (the answer says
-         the catalogue does not hold that exactly, and quotes what is closest), or neither
-         (the answer says so in one sentence)
+      -> the sentence nearest the question (a little nearer for a better candidate), when
+         near enough to be the answer ("sure"); else the best candidate's nearest, when near
+         enough to be related (the answer says the catalogue does not hold that exactly, and
+         quotes what is closest); else nothing (the answer says so in one sentence)
 
 The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
 without its embedding (a burst) is matched by its words instead: the sentence sharing the
@@ -101,7 +101,10 @@ def _by_meaning(
     vector: npt.NDArray[np.float32],
     bank: SentenceBank,
 ) -> Found | None:
+    """The nearest sentence of any candidate when it is the answer; else the nearest of the
+    best candidate's, offered as the closest (a looser match does not reorder the answer)."""
     best: tuple[float, float, Hit, str] | None = None
+    closest: tuple[float, Hit, str] | None = None
     for place, hit, sentence in candidates:
         known = bank.vector(hit.document.id, sentence)
         if known is None:  # a document the bank does not hold (another corpus in the store)
@@ -110,10 +113,13 @@ def _by_meaning(
         score = cosine - PLACE_COST * place
         if best is None or score > best[0]:
             best = (score, cosine, hit, sentence)
-    if best is None or best[1] < RELATED:
-        return None
-    _, cosine, hit, sentence = best
-    return Found(hit, sentence, sure=cosine >= SURE)
+        if place == 0 and (closest is None or cosine > closest[0]):
+            closest = (cosine, hit, sentence)
+    if best is not None and best[1] >= SURE:
+        return Found(best[2], best[3])
+    if closest is not None and closest[0] >= RELATED:
+        return Found(closest[1], closest[2], sure=False)
+    return None
 
 
 def _by_words(question: str, candidates: list[tuple[int, Hit, str]]) -> Found | None:
