@@ -82,3 +82,31 @@ def test_a_question_is_answered_by_the_sentence_that_holds_it() -> None:
     assert found is not None and found.hit is tumbler
     assert found.sentence == "물때가 끼면 베이킹소다를 푼 따뜻한 물에 담가 세척하면 됩니다."
     assert find_answer("주식은 언제 사는 게 좋아?", [other, tumbler]) is None
+
+
+def test_by_meaning_a_sure_answer_leads_a_related_one_is_only_offered() -> None:
+    import numpy as np
+
+    from app.chat.answers import SentenceBank
+
+    first = _hit("a", body="첫 문장입니다. 둘째 문장입니다.")
+    second = _hit("b", body="답이 되는 문장입니다. 다른 문장입니다.")
+    rows = [
+        ("a", "첫 문장입니다."),
+        ("a", "둘째 문장입니다."),
+        ("b", "답이 되는 문장입니다."),
+        ("b", "다른 문장입니다."),
+    ]
+    question = np.array([1.0, 0.0], dtype=np.float32)
+
+    def bank(*cosines: float) -> SentenceBank:
+        vectors = [[c, float(np.sqrt(1 - c * c))] for c in cosines]
+        return SentenceBank(rows, np.array(vectors, dtype=np.float32))
+
+    sure = find_answer("?", [first, second], vector=question, bank=bank(0.5, 0.5, 0.95, 0.1))
+    assert sure is not None and sure.sure and sure.hit is second
+    assert sure.sentence == "답이 되는 문장입니다."
+    # Only related: the first challenge's own nearest sentence, said to be only that.
+    related = find_answer("?", [first, second], vector=question, bank=bank(0.87, 0.5, 0.89, 0.1))
+    assert related is not None and not related.sure and related.hit is first
+    assert find_answer("?", [first, second], vector=question, bank=bank(0.5, 0.5, 0.5, 0.1)) is None
