@@ -111,7 +111,9 @@ class Generator:
             whole = result is not None and not result.truncated  # not salvaged
             await self._remember(plan, answer, display.said() if whole else "")
             outcome = "close"
-            yield Done(close_payload(answer, plan.category), plan.suggestions)
+            # Follow-ups critique what was shown: none for an answer that shows nothing.
+            suggestions = plan.suggestions if answer.challenges else ()
+            yield Done(close_payload(answer, plan.category), suggestions)
         finally:
             _ended(plan, usage, outcome)
 

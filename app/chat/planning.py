@@ -161,21 +161,16 @@ class Planner:
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
-        ranked = rank(pool, constraints=constraints, situation=_situation(state, told))
-        if among:  # the one that answers it: no persona or situation reordering among them
-            ranked = rank(pool, constraints=constraints)
-            if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
-                ranked = replace(ranked, unmet=False)
-        found = None
-        if facets.question:
-            found = find_answer(
-                turn.message, ranked.hits, vector=query.vector, bank=self._sentences
-            )
-        if found is not None:  # its challenge first
-            ranked = Ranked(
-                (found.hit, *(h for h in ranked.hits if h is not found.hit)), ranked.unmet
-            )
         situation = _situation(state, told)
+        ranked, found = self._ranked(
+            turn.message,
+            query,
+            pool,
+            situation=situation,
+            constraints=constraints,
+            among=among,
+            question=facets.question,
+        )
         opening = replace(
             _opening(intent, state, category, among=among),
             location=situation.location,
@@ -199,6 +194,33 @@ class Planner:
             told=told,
             topic=topic,
         )
+
+    def _ranked(
+        self,
+        message: str,
+        query: _Query,
+        pool: tuple[Hit, ...],
+        *,
+        situation: Situation,
+        constraints: frozenset[Constraint],
+        among: bool,
+        question: bool,
+    ) -> tuple[Ranked, Found | None]:
+        """The candidates in the order to show them, and a question's answer (its challenge
+        first when it is the answer)."""
+        if among:  # the one that answers it: no persona or situation reordering among them
+            ranked = rank(pool, constraints=constraints)
+            if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
+                ranked = replace(ranked, unmet=False)
+        else:
+            ranked = rank(pool, constraints=constraints, situation=situation)
+        if not question:
+            return ranked, None
+        found = find_answer(message, ranked.hits, vector=query.vector, bank=self._sentences)
+        if found is not None:
+            rest = tuple(hit for hit in ranked.hits if hit is not found.hit)
+            ranked = replace(ranked, hits=(found.hit, *rest))
+        return ranked, found
 
     def _read_facets(self, message: str, query: _Query) -> Facets:
         with _tracer.start_as_current_span("facets") as span:
