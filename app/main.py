@@ -49,7 +49,7 @@ from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
-from app.tracing import SERVER_TELEMETRY, open_tracing
+from app.tracing import SERVER_TELEMETRY, open_tracing, redact_query
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.admission import Admission
 from app.web.deps import ChatContext, FeedbackContext
@@ -80,7 +80,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        setup_logging(settings.log_level, settings.log_format)
+        setup_logging(
+            settings.log_level,
+            settings.log_format,
+            access_query=redact_query if settings.access_log_query == "redacted" else None,
+        )
         if (warning := exposure_warning(guard)) is not None:
             log.warning(warning)
         # Tracing first (OTEL_* variables only): it outlives every part, so spans of the
