@@ -1,21 +1,22 @@
 """The weekly feedback job API (SPEC "Feedback"). Thin: validate, hand to the service.
 
-    POST /ai/feedback                  202 {jobId} + Location; 400 / 422 / 401 / 503
+    POST /ai/feedback                  202 {jobId} + Location; 400 / 401 / 403 / 415 / 422 / 503
     GET  /ai/feedback/{jobId}          the job's state, its text when done
     GET  /ai/feedback/results/stream   SSE: one ``feedback`` event per finished job
 
 The body is parsed here (not by FastAPI) so that the answers are the contract's: unreadable
 JSON, or JSON nested deeper than any request (MAX_DEPTH), is 400, a malformed field 422 with
 ``data.invalidFields`` naming its path. Its size and upload time are bounded before this
-(``app.web.guards``). The same ``Idempotency-Key`` with the same request gives the same job; with
-another request it is a 422. Without one, the caller's own ``X-Request-Id`` stands in, for the
-same request only: a request id alone never merges two members' jobs. Keys are scoped per API
-key when keys are set.
+(``app.web.guards``), and it must be declared JSON (415 there). The same ``Idempotency-Key``
+with the same request gives the same job; with another request it is a 422, and so is an
+unusable one (empty, over 200 characters, not printable ASCII, sent twice), naming the header.
+Without one, the caller's own ``X-Request-Id`` stands in, for the same request only: a request
+id alone never merges two members' jobs. Keys are scoped per API key when keys are set.
 
 Who may call (``app.web.access``): with API keys set, every endpoint here needs a key (a chat
-page token is none). Without keys, the results stream, which carries every member's text, is
-served to loopback callers only, unless FEEDBACK_RESULTS_PUBLIC; a job is polled by its id,
-random and 128 bits long.
+page token is none). Without keys, a browser page of another site gets 403 on each; the
+results stream, which carries every member's text, is served to loopback callers only, unless
+FEEDBACK_RESULTS_PUBLIC; a job is polled by its id, random and 128 bits long.
 
 The results stream is an endless SSE stream (no terminal event): event ids are cursors of
 the results log, a reconnect with ``Last-Event-ID`` (or ``?lastEventId=``) gets what came
@@ -103,12 +104,15 @@ _DOC: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "unreadable JSON, nested too deep, or both challenge lists empty"),
         (401, "API_KEYS is set and the request has no valid key"),
+        (403, "a browser page of another site, without a key (`Sec-Fetch-Site`, `Origin`)"),
         (
             422,
             "a malformed field; `data.invalidFields` names each (e.g. `groupChallenges[0].endDate`); "
-            "or the `Idempotency-Key` of another request",
+            "or an `Idempotency-Key` that is unusable (over 200 characters, not printable ASCII) "
+            'or another request\'s (`invalidFields: ["Idempotency-Key"]`)',
         ),
         (413, "the body is larger than FEEDBACK_BODY_MAX_BYTES"),
+        (415, "the body is not declared JSON (`Content-Type: application/json`)"),
         (503, "the queue is full (or its store is down); retry after `Retry-After` seconds"),
     )
 }
