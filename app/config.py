@@ -339,6 +339,9 @@ class OperationsSettings(BaseModel):
 
     log_level: str = "INFO"
     log_format: Literal["json", "text"] = "json"
+    # Access lines' query: "redacted" keeps the values of sessionId, location, workType and
+    # category only (the traces' rule); "full" logs what users type, for debugging.
+    access_log_query: Literal["redacted", "full"] = "redacted"
     ready_cache_seconds: float = Field(2.0, ge=0)  # /ready answers from cache this long
 
 

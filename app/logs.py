@@ -10,6 +10,13 @@ client in the response header of the same name.
      "message": "upstream failed (502): ...", "request_id": "9f0c..."}
 
 ``LOG_FORMAT=text`` gives the plain one-line format for a terminal.
+
+uvicorn's access lines (``uvicorn.access``, on as ``scripts/run.sh`` starts it) would hold the
+whole query string: a free-text GET's ``message``, a key a client wrongly put there. Each line
+is rewritten before any handler sees it (:class:`AccessQueryFilter`, on the logger itself, so
+whatever format or handler uvicorn was given): the path, and the query as the redaction the
+caller passes (ACCESS_LOG_QUERY=redacted, the default: the one rule traces use,
+``app.tracing.redact_query``); ACCESS_LOG_QUERY=full leaves lines whole, for debugging.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import re
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal
@@ -28,6 +35,7 @@ from typing import Literal
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
+    "AccessQueryFilter",
     "RequestIdMiddleware",
     "bound_request_id",
     "current_request_id",
@@ -117,8 +125,45 @@ class _TextFormatter(logging.Formatter):
         return f"{line} [request {request_id}]" if request_id else line
 
 
-def setup_logging(level: str, fmt: Literal["json", "text"]) -> None:
-    """Route the app's and the libraries' records to stderr in ``fmt`` (idempotent)."""
+class AccessQueryFilter(logging.Filter):
+    """On ``uvicorn.access``: the query of each line's request target as ``redact`` makes it.
+
+    uvicorn logs ``'%s - "%s %s HTTP/%s" %d'`` with the target third (its httptools and h11
+    protocols alike). Never raises: a filter that raised would fail the response whose line
+    it is."""
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__("uvicorn.access")
+        self._redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) >= 3 and isinstance(args[2], str):
+            path, mark, query = args[2].partition("?")
+            if mark:
+                try:
+                    target = f"{path}?{self._redact(query)}"
+                except Exception:
+                    target = f"{path}?REDACTED"
+                record.args = (*args[:2], target, *args[3:])
+        return True
+
+
+def _set_access_filter(redact: Callable[[str], str] | None) -> None:
+    logger = logging.getLogger("uvicorn.access")
+    for old in [f for f in logger.filters if isinstance(f, AccessQueryFilter)]:
+        logger.removeFilter(old)
+    if redact is not None:
+        logger.addFilter(AccessQueryFilter(redact))
+
+
+def setup_logging(
+    level: str,
+    fmt: Literal["json", "text"],
+    access_query: Callable[[str], str] | None = None,
+) -> None:
+    """Route the app's and the libraries' records to stderr in ``fmt`` (idempotent); access
+    lines with their query as ``access_query`` makes it (None: whole)."""
     root = logging.getLogger()
     for handler in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(handler)
@@ -138,3 +183,4 @@ def setup_logging(level: str, fmt: Literal["json", "text"]) -> None:
             logger.handlers.clear()
             logger.propagate = True
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream call is noise
+    _set_access_filter(access_query)

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
@@ -50,11 +51,11 @@ from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
 from app.routers import health, page, recommendation
 from app.streams.open import open_stream_hub
-from app.tracing import SERVER_TELEMETRY, open_tracing
+from app.tracing import SERVER_TELEMETRY, open_tracing, redact_query
 from app.web.access import Access, PeerMiddleware, exposure_warning
 from app.web.admission import Admission
 from app.web.deps import ChatContext, FeedbackContext
-from app.web.guards import DOCS_PATHS, BodyGuard, KeyGate
+from app.web.guards import DOCS_PATHS, BodyGuard, JsonOnly, KeyGate
 from app.web.limits import open_limits
 
 __all__ = ["create_app"]
@@ -81,7 +82,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        setup_logging(settings.log_level, settings.log_format)
+        setup_logging(
+            settings.log_level,
+            settings.log_format,
+            access_query=redact_query if settings.access_log_query == "redacted" else None,
+        )
         if (warning := exposure_warning(guard)) is not None:
             log.warning(warning)
         # Tracing first (OTEL_* variables only): it outlives every part, so spans of the
@@ -174,6 +179,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         redirect_slashes=False,
         telemetry=SERVER_TELEMETRY,  # the request's span, when tracing is on (app/tracing.py)
     )
+    routers = (recommendation.router, health.router, page.router, feedback_routes.router)
     # Added innermost first: the request meets them in the opposite order.
     gated = set()
     if access.keys_required and not guard.metrics_public:
@@ -188,6 +194,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             guard.feedback_body_max_bytes if path == "/ai/feedback" else guard.chat_body_max_bytes
         ),
         timeout=guard.request_body_timeout_seconds,
+    )
+    # Before the body is read: a POST route reads JSON, and only a body declared JSON (415).
+    app.add_middleware(
+        JsonOnly,
+        paths={
+            route.path
+            for router in routers
+            for route in router.routes
+            if isinstance(route, APIRoute) and "POST" in (route.methods or ())
+        },
     )
     if guard.cors_allow_origins:
         app.add_middleware(
@@ -207,10 +223,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             TrustedHostMiddleware, allowed_hosts=guard.allowed_hosts, www_redirect=False
         )
     app.add_middleware(RequestIdMiddleware)
-    app.include_router(recommendation.router)
-    app.include_router(health.router)
-    app.include_router(page.router)
-    app.include_router(feedback_routes.router)
+    for router in routers:
+        app.include_router(router)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:

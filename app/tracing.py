@@ -54,6 +54,7 @@ __all__ = [
     "carrier",
     "context_of",
     "open_tracing",
+    "redact_query",
     "tracing_wanted",
 ]
 
@@ -117,8 +118,31 @@ def _provider(environ: Mapping[str, str], exporters: list[str]) -> TracerProvide
 
 
 _UNTRACED = frozenset({"/health", "/ready", "/metrics"})
-#: Query parameters whose values a trace may show: the base-info selections and the session.
+#: Query parameters whose values a trace (and an access log line) may show: the base-info
+#: selections and the session.
 _SHOWN_PARAMETERS = frozenset({"sessionId", "location", "workType", "category"})
+#: The API's other query parameters: named, their values never shown. Any other name is as
+#: free as a value (a key sent as ``?sk-...``): replaced too.
+_NAMED_PARAMETERS = _SHOWN_PARAMETERS | {"message", "lastEventId"}
+_SHOWN_MAX_CHARS = 128  # a session id's bound; a selection is a few characters
+REDACTED = "REDACTED"
+
+
+def redact_query(query: str) -> str:
+    """``query`` (as sent, URL-encoded) with every value but :data:`_SHOWN_PARAMETERS`'
+    replaced by ``REDACTED``, and every name the API does not read too: the one rule for
+    traces (:class:`RedactQuery`) and access log lines (``app.logs``). Never raises."""
+    pairs = parse_qsl(query, keep_blank_values=True)
+    return urlencode(
+        [
+            (
+                name if name in _NAMED_PARAMETERS else REDACTED,
+                value[:_SHOWN_MAX_CHARS] if name in _SHOWN_PARAMETERS else REDACTED,
+            )
+            for name, value in pairs
+        ]
+    )
+
 
 #: FastAPI's own server span (``FastAPI(telemetry=SERVER_TELEMETRY)``): on whenever an SDK
 #: provider is installed, off (one check per request) otherwise.
@@ -132,20 +156,16 @@ SERVER_TELEMETRY: TelemetryConfig = {
 
 
 class RedactQuery(SpanProcessor):
-    """Replaces the value of every query parameter but :data:`_SHOWN_PARAMETERS` in a span's
-    ``url.query`` as the span starts, before any exporter sees it: a free-text GET carries the
-    user's message there, and a trace backend is no place for what users write."""
+    """Redacts a span's ``url.query`` (:func:`redact_query`) as the span starts, before any
+    exporter sees it: a free-text GET carries the user's message there, and a trace backend is
+    no place for what users write."""
 
     def on_start(self, span: Span, parent_context: context.Context | None = None) -> None:
         if span.kind is not SpanKind.SERVER or not span.attributes:
             return
         query = span.attributes.get("url.query")
         if isinstance(query, str):
-            pairs = parse_qsl(query, keep_blank_values=True)
-            span.set_attribute(
-                "url.query",
-                urlencode([(k, v if k in _SHOWN_PARAMETERS else "REDACTED") for k, v in pairs]),
-            )
+            span.set_attribute("url.query", redact_query(query))
 
     def on_end(self, span: ReadableSpan) -> None:
         pass

@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import signal
 import socket
 import subprocess
@@ -284,6 +285,58 @@ def gateway(
     proc = Proc(
         "gateway", popen, port, log, {"loop": loop, "http": http, "workers": workers, "env": env}
     )
+    try:
+        _wait_http(proc, "/health", startup_timeout)
+        yield proc
+    finally:
+        proc.stop()
+
+
+def run_sh_command(tree: Path, port: int) -> list[str]:
+    """The uvicorn command line ``scripts/run.sh`` of ``tree`` starts the gateway with (its
+    flags, read from the script itself so that a bench follows it), on ``port``, with this
+    interpreter's uvicorn (``.venv/bin/uvicorn`` is this venv in a checkout)."""
+    text = (tree / "scripts" / "run.sh").read_text(encoding="utf-8")
+    start = text.index(".venv/bin/uvicorn app.main:app")
+    lines: list[str] = []
+    for line in text[start:].splitlines():
+        lines.append(line.rstrip().removesuffix("\\").rstrip())
+        if not line.rstrip().endswith("\\"):
+            break
+    words = shlex.split(" ".join(lines).removesuffix("&"))
+    values = {
+        "$GATEWAY_HOST": "127.0.0.1",
+        "$GATEWAY_PORT": str(port),
+        "$shutdown_timeout": "30",  # run.sh: SHUTDOWN_GRACE_SECONDS (20) + 10
+    }
+    return [sys.executable, "-m", "uvicorn", *[values.get(word, word) for word in words[1:]]]
+
+
+@contextlib.contextmanager
+def run_sh_gateway(
+    llm_base_url: str,
+    *,
+    env: dict[str, str] | None = None,
+    tree: Path = ROOT,
+    startup_timeout: float = 90.0,
+) -> Iterator[Proc]:
+    """The gateway of ``tree`` (its ``app``: the process starts in that folder) as its
+    ``scripts/run.sh`` starts it: the same uvicorn flags (uvloop, its HTTP protocol,
+    ``--no-proxy-headers``; uvicorn's default log level, access lines on), with the bench
+    settings of :data:`GATEWAY_ENV` but the app's own log level, and ``env``."""
+    port = free_port()
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("LLM_", "SSE_", "SESSION_", "QDRANT_", "RETRIEVAL_", "REDIS_"))
+    }
+    full_env.update(GATEWAY_ENV)
+    full_env.pop("LOG_LEVEL")  # run.sh sets none: INFO
+    full_env["LLM_BASE_URL"] = llm_base_url
+    full_env.update(env or {})
+    cmd = run_sh_command(tree, port)
+    popen, log = _spawn("gateway", cmd, full_env, cwd=tree)
+    proc = Proc("gateway", popen, port, log, {"tree": str(tree), "cmd": cmd, "env": env})
     try:
         _wait_http(proc, "/health", startup_timeout)
         yield proc

@@ -4,6 +4,7 @@
     ├── BadInput                   400   empty message, malformed request
     ├── InvalidValue               422   unknown category/location/work type, message too long
     ├── Unauthorized               401   API_KEYS set and no valid key
+    ├── Forbidden                  403   a browser page of another site, without a key
     ├── Overloaded                 503   no upstream connection free (carries a retry hint)
     │   └── RateLimited            429   per-client rate or per-session concurrency exceeded
     ├── UpstreamFailed             502   refused, 4xx/5xx, in-band error, cut stream, bad answer
@@ -22,6 +23,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "BadInput",
+    "Forbidden",
     "GatewayError",
     "InternalFailure",
     "InvalidValue",
@@ -79,12 +81,18 @@ class Unauthorized(GatewayError):
     default_message = "인증 정보가 올바르지 않아요. API 키를 확인해 주세요."
 
 
+class Forbidden(GatewayError):
+    status = 403
+    default_message = "다른 사이트의 페이지에서 보낸 요청은 받을 수 없어요."
+
+
 class Refused(Exception):
     """A request not admitted (app/web/admission.py): ``error`` is what the client gets, an
-    :class:`Unauthorized`, a :class:`RateLimited` or an :class:`Overloaded`. One type for every
-    refusal, raised, so that no caller can forget to check one."""
+    :class:`Unauthorized`, a :class:`Forbidden`, a :class:`RateLimited` or an
+    :class:`Overloaded`. One type for every refusal, raised, so that no caller can forget to
+    check one."""
 
-    def __init__(self, error: Unauthorized | Overloaded) -> None:
+    def __init__(self, error: Unauthorized | Forbidden | Overloaded) -> None:
         super().__init__(error.detail)
         self.error = error
 

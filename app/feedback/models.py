@@ -3,8 +3,11 @@
 Request field names are the backend's (camelCase). Unknown fields are ignored, ``null``
 lists count as empty, and every list and text is bounded, so one request cannot make a
 prompt of any size. Ids are the backend's ``Long``s: a number outside a signed 64-bit integer
-is refused, as the backend could never have sent it (``memberId`` is also not negative). Validation errors name the offending fields as paths
-(``groupChallenges[0].submissions[1].submittedAt``), for ``data.invalidFields``.
+is refused, as the backend could never have sent it (``memberId`` is also not negative).
+Numbers, booleans and texts are pydantic's strict types: JSON's own type or a 422, never a
+conversion (``"memberId": true`` is no member 1, ``"isSuccess": 1`` no success, ``"7"`` no id:
+what a buggy relay sends is refused, not reinterpreted). Validation errors name the offending
+fields as paths (``groupChallenges[0].submissions[1].submittedAt``), for ``data.invalidFields``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,16 @@ import hashlib
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from app.feedback.dates import EndDateTime, StartDateTime
 
@@ -33,7 +45,9 @@ MAX_SUBMISSIONS = 200
 MAX_TITLE_CHARS = 100
 JAVA_LONG_MAX = 2**63 - 1
 
-Long = Annotated[int, Field(ge=-(2**63), le=JAVA_LONG_MAX)]
+#: Strict: an ``int``, never a ``bool`` (Python's ``True`` is an ``int``), float or string.
+Long = Annotated[int, Field(strict=True, ge=-(2**63), le=JAVA_LONG_MAX)]
+Title = Annotated[StrictStr, Field(min_length=1, max_length=MAX_TITLE_CHARS)]
 
 JobStatus = Literal["queued", "running", "done", "failed"]
 DeliveryStatus = Literal["none", "pending", "delivered", "dead_letter"]
@@ -45,18 +59,18 @@ class _Input(BaseModel):
 
 class PersonalChallenge(_Input):
     id: Long
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
-    isSuccess: bool
+    title: Title
+    isSuccess: StrictBool
 
 
 class Submission(_Input):
-    isSuccess: bool
+    isSuccess: StrictBool
     submittedAt: StartDateTime
 
 
 class GroupChallenge(_Input):
     id: Long
-    title: str = Field(min_length=1, max_length=MAX_TITLE_CHARS)
+    title: Title
     startDate: StartDateTime
     endDate: EndDateTime
     submissions: list[Submission] = Field(default_factory=list, max_length=MAX_SUBMISSIONS)
@@ -74,7 +88,7 @@ class GroupChallenge(_Input):
 
 
 class FeedbackRequest(_Input):
-    memberId: int = Field(ge=0, le=JAVA_LONG_MAX)
+    memberId: int = Field(strict=True, ge=0, le=JAVA_LONG_MAX)
     personalChallenges: list[PersonalChallenge] = Field(
         default_factory=list, max_length=MAX_CHALLENGES
     )

@@ -1,21 +1,22 @@
 """The weekly feedback job API (SPEC "Feedback"). Thin: validate, hand to the service.
 
-    POST /ai/feedback                  202 {jobId} + Location; 400 / 422 / 401 / 503
+    POST /ai/feedback                  202 {jobId} + Location; 400 / 401 / 403 / 415 / 422 / 503
     GET  /ai/feedback/{jobId}          the job's state, its text when done
     GET  /ai/feedback/results/stream   SSE: one ``feedback`` event per finished job
 
 The body is parsed here (not by FastAPI) so that the answers are the contract's: unreadable
 JSON, or JSON nested deeper than any request (MAX_DEPTH), is 400, a malformed field 422 with
 ``data.invalidFields`` naming its path. Its size and upload time are bounded before this
-(``app.web.guards``). The same ``Idempotency-Key`` with the same request gives the same job; with
-another request it is a 422. Without one, the caller's own ``X-Request-Id`` stands in, for the
-same request only: a request id alone never merges two members' jobs. Keys are scoped per API
-key when keys are set.
+(``app.web.guards``), and it must be declared JSON (415 there). The same ``Idempotency-Key``
+with the same request gives the same job; with another request it is a 422, and so is an
+unusable one (empty, over 200 characters, not printable ASCII, sent twice), naming the header.
+Without one, the caller's own ``X-Request-Id`` stands in, for the same request only: a request
+id alone never merges two members' jobs. Keys are scoped per API key when keys are set.
 
 Who may call (``app.web.access``): with API keys set, every endpoint here needs a key (a chat
-page token is none). Without keys, the results stream, which carries every member's text, is
-served to loopback callers only, unless FEEDBACK_RESULTS_PUBLIC; a job is polled by its id,
-random and 128 bits long.
+page token is none). Without keys, a browser page of another site gets 403 on each; the
+results stream, which carries every member's text, is served to loopback callers only, unless
+FEEDBACK_RESULTS_PUBLIC; a job is polled by its id, random and 128 bits long.
 
 The results stream is an endless SSE stream (no terminal event): event ids are cursors of
 the results log, a reconnect with ``Last-Event-ID`` (or ``?lastEventId=``) gets what came
@@ -54,6 +55,8 @@ _KEY = re.compile(r"[\x21-\x7e]{1,200}")  # visible ASCII, as HTTP header tokens
 MESSAGE_ACCEPTED = "피드백 요청을 받았어요. 완성되면 전달할게요."
 MESSAGE_EMPTY = "개인 챌린지와 단체 챌린지가 모두 비어 있어요. 하나 이상 보내 주세요."
 MESSAGE_INVALID = "요청 형식이 올바르지 않아요. invalidFields의 항목을 확인해 주세요."
+MESSAGE_BAD_KEY = "Idempotency-Key는 공백 없는 영문·숫자·기호 200자 이내로 한 번만 보내 주세요."
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 MESSAGE_NOT_FOUND = "해당 피드백 작업을 찾을 수 없어요."
 MESSAGE_RESULT = "피드백이 완성되었어요."
 MESSAGE_LOCAL_ONLY = (
@@ -68,16 +71,34 @@ _STATUS_MESSAGES = {
 }
 
 
-def _idempotency_key(request: Request, access: Access, feedback: FeedbackRequest) -> str | None:
-    """The job's key: the ``Idempotency-Key``, else the request id together with the request
-    itself; both within the caller's API key when keys are set."""
+def _given_key(request: Request) -> str | None:
+    """The ``Idempotency-Key`` sent, or None; raises the 422 naming the header when it is
+    unusable (empty, over 200 characters, not printable ASCII, or sent twice): ignoring it
+    would make two jobs of the retries its sender believes safe."""
+    values = request.headers.getlist("idempotency-key")
+    if not values:
+        return None
+    key = values[0].strip()
+    if len(values) > 1 or not _KEY.fullmatch(key):
+        raise InvalidValue(
+            [IDEMPOTENCY_HEADER],
+            f"unusable Idempotency-Key ({len(values)} given, {len(values[0])} chars)",
+            message=MESSAGE_BAD_KEY,
+        )
+    return key
+
+
+def _idempotency_key(
+    request: Request, access: Access, feedback: FeedbackRequest, given: str | None
+) -> str | None:
+    """The job's key: the ``Idempotency-Key`` (``given``), else the request id together with
+    the request itself; both within the caller's API key when keys are set."""
     scope = ""
     if access.keys_required:
         caller = access.identify(request)
         scope = caller.client if not isinstance(caller, GatewayError) else ""
-    key = request.headers.get("idempotency-key", "").strip()
-    if key and _KEY.fullmatch(key):
-        return f"idem:{scope}:{key}"
+    if given is not None:
+        return f"idem:{scope}:{given}"
     request_id = request.headers.get("x-request-id", "").strip()
     if request_id and _KEY.fullmatch(request_id):
         return f"rid:{scope}:{request_id}:{feedback.fingerprint()}"
@@ -103,12 +124,15 @@ _DOC: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "unreadable JSON, nested too deep, or both challenge lists empty"),
         (401, "API_KEYS is set and the request has no valid key"),
+        (403, "a browser page of another site, without a key (`Sec-Fetch-Site`, `Origin`)"),
         (
             422,
             "a malformed field; `data.invalidFields` names each (e.g. `groupChallenges[0].endDate`); "
-            "or the `Idempotency-Key` of another request",
+            "or an `Idempotency-Key` that is unusable (over 200 characters, not printable ASCII) "
+            'or another request\'s (`invalidFields: ["Idempotency-Key"]`)',
         ),
         (413, "the body is larger than FEEDBACK_BODY_MAX_BYTES"),
+        (415, "the body is not declared JSON (`Content-Type: application/json`)"),
         (503, "the queue is full (or its store is down); retry after `Retry-After` seconds"),
     )
 }
@@ -133,6 +157,12 @@ async def submit_feedback(request: Request, jobs: FeedbackDep) -> Response:
         jobs.admission.key_holder(request)
     except Refused as refused:
         return error_response(refused.error)
+    try:
+        given = _given_key(request)
+    except InvalidValue as exc:
+        metrics.jobs.labels("invalid").inc()
+        log.info("feedback request refused: %s", exc.detail)
+        return error_response(exc)
     try:
         body = json.loads(await request.body())
     except ValueError:
@@ -160,7 +190,7 @@ async def submit_feedback(request: Request, jobs: FeedbackDep) -> Response:
         metrics.jobs.labels("invalid").inc()
         return error_response(BadInput("both challenge lists empty", message=MESSAGE_EMPTY))
     try:
-        key = _idempotency_key(request, jobs.admission.access, feedback)
+        key = _idempotency_key(request, jobs.admission.access, feedback, given)
         caller = jobs.admission.access.identify(request)
         client = caller.name if isinstance(caller, Caller) else "anonymous"
         record, created = await jobs.service.submit(feedback, key, client)

@@ -88,6 +88,8 @@ _JSON_DOC: dict[int | str, dict[str, Any]] = {
     for code, text in (
         (400, "bad input (empty message, missing selection, unreadable body)"),
         (401, "API_KEYS is set and the request has no valid key"),
+        (403, "a browser page of another site, without a key (`Sec-Fetch-Site`, `Origin`)"),
+        (415, "the body is not declared JSON (`Content-Type: application/json`)"),
         (422, "an invalid value; `data.invalidFields` names it"),
         (
             429,

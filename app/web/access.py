@@ -15,9 +15,18 @@ A key may be given a name, ``NAME:KEY`` in API_KEYS / RELAY_API_KEYS (NAME: 1-32
 a page visitor ``page``, a caller without keys ``anonymous``. Never the key, never a session.
 
 No header a script can write stands in for a key: ``Sec-Fetch-Site`` and ``Origin`` are plain
-headers outside a browser. The page gets in with a token only the gateway signs, handed out
-with the page itself (:mod:`app.web.page_token`); a script that loads the page first is a page
-visitor, bounded by its address and by the page's own share (docs/security.md).
+headers outside a browser. They are believed in the one direction where a browser cannot lie
+about them, the one that refuses (:meth:`Access.cross_site`): a request a browser sends for a
+page of another site (``Sec-Fetch-Site: cross-site``/``same-site``, or an ``Origin`` that is not
+this host's) is refused (403) on the chat and feedback routes, unless it carries a key or its
+origin is in CORS_ALLOW_ORIGINS. Such a page can send a GET (an EventSource, an image) or a
+"simple" POST (``text/plain``, a form) without a preflight; without keys nothing else would
+stop it making a visitor's browser start generations or feedback jobs. A request without
+either header (curl, the relay) is not a browser's and is not concerned.
+
+The page gets in with a token only the gateway signs, handed out with the page itself
+(:mod:`app.web.page_token`); a script that loads the page first is a page visitor, bounded by
+its address and by the page's own share (docs/security.md).
 
 The address is the peer's, unless TRUSTED_PROXIES names the peer. The gateway does not take
 an address that the server already rewrote from ``X-Forwarded-For``: uvicorn does that by
@@ -46,7 +55,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from app.config import AccessSettings
-from app.domain.errors import Unauthorized
+from app.domain.errors import Forbidden, Unauthorized
 from app.web.page_policy import page_headers
 from app.web.page_token import COOKIE, PageTokens, PageVisit
 
@@ -65,6 +74,8 @@ PAGE_EXPIRED_MESSAGE = "대화 페이지의 이용 시간이 지났어요. 페�
 _FORWARDING_HEADERS = (b"x-forwarded-for", b"forwarded", b"x-real-ip")
 _FORWARDED = "forwarded"  # the client of a request whose address the server took from a header
 _KEY_NAME = re.compile(r"[A-Za-z0-9_.-]{1,32}")
+#: ``Sec-Fetch-Site`` values of a request the page's own origin made, or the user typed.
+_SAME_ORIGIN_FETCH = frozenset({"same-origin", "none"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +143,9 @@ class Access:
         self.keys_required = bool(self._keys)
         # The chat page's headers: its policy and who may frame it (app/web/page_policy.py).
         self.page_headers = page_headers(settings.page_frame_ancestors)
+        origins = settings.cors_allow_origins
+        self._any_origin = "*" in origins
+        self._origins = frozenset(origin.strip().rstrip("/").lower() for origin in origins)
         self.page_tokens: PageTokens | None = None
         if self.keys_required and settings.page_tokens:
             ttl = settings.page_token_ttl_seconds
@@ -166,6 +180,42 @@ class Access:
         return Caller(
             f"page:{address}", "page", visitor=visit.visitor, renew_cookie=renew, name="page"
         )
+
+    def cross_site(self, conn: HTTPConnection) -> bool:
+        """Whether a browser sent ``conn`` for a page of another origin that is not trusted
+        (CORS_ALLOW_ORIGINS). ``Sec-Fetch-Site`` when the browser sends it (every current one
+        does), else the ``Origin`` against the ``Host``; neither header: not a browser's
+        request (curl, the relay), False. The rule of Go's ``net/http.CrossOriginProtection``
+        (which guards the unsafe methods; here every route that acts, the chat GETs too)."""
+        headers = conn.headers
+        fetch_site = headers.get("sec-fetch-site", "").strip().lower()
+        if fetch_site in _SAME_ORIGIN_FETCH:
+            return False
+        origin = headers.get("origin")
+        if origin is not None and self._trusted(origin):
+            return False
+        if fetch_site:  # cross-site, same-site (another origin all the same), or garbled
+            return True
+        if origin is None:
+            return False
+        return not _same_host(origin, headers.get("host", ""))
+
+    def foreign_page(self, conn: HTTPConnection, caller: Caller | None) -> Forbidden | None:
+        """The 403 for a cross-site browser request (:meth:`cross_site`) of anyone but a key
+        holder (``caller`` None: no keys are set); None when it may go on."""
+        if caller is not None and caller.kind in ("key", "relay"):
+            return None
+        if not self.cross_site(conn):
+            return None
+        log.info(
+            "request of a page of another site refused (403): Sec-Fetch-Site %r, Origin %r",
+            conn.headers.get("sec-fetch-site", "")[:40],
+            conn.headers.get("origin", "")[:80],
+        )
+        return Forbidden("cross-site browser request")
+
+    def _trusted(self, origin: str) -> bool:
+        return self._any_origin or origin.strip().rstrip("/").lower() in self._origins
 
     def key_refusal(self, conn: HTTPConnection) -> Unauthorized | None:
         """For the key-only endpoints (feedback, metrics, docs): a page token is no key."""
@@ -206,6 +256,15 @@ class Access:
             return ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
+
+
+def _same_host(origin: str, host: str) -> bool:
+    """``Origin: scheme://host[:port]`` names the host the request was sent to (``Host``).
+    ``null`` (a sandboxed frame, a file) or anything unreadable names none."""
+    scheme, sep, rest = origin.strip().rstrip("/").partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or "/" in rest or not rest:
+        return False
+    return rest.lower() == host.strip().lower()
 
 
 def client_address(conn: HTTPConnection) -> str:

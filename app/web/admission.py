@@ -2,7 +2,7 @@
 :class:`app.domain.errors.Refused`, carrying the error the client gets.
 
     who        the caller: API key, the page's visitor token, or the address     401
-               (app/web/access.py)
+               (app/web/access.py); a browser page of another site without a key 403
     how often  requests per user and per client (app/web/limits.py)               429
     how much   model tokens per API key and window, KEY_TOKEN_BUDGET (limits.py)  429
                (a look before planning; a turn's expected tokens reserved with its slot)
@@ -79,13 +79,19 @@ class Admission:
         caller = self.access.identify(conn)
         if isinstance(caller, Unauthorized):
             raise Refused(caller)
+        if (foreign := self.access.foreign_page(conn, caller)) is not None:
+            raise Refused(foreign)
         return caller
 
     def key_holder(self, conn: HTTPConnection) -> None:
         """For the key-only endpoints (feedback, metrics, docs): raises the 401 unless keys
-        are off or the caller holds one (a page token is no key)."""
+        are off or the caller holds one (a page token is no key); without keys, the 403 for
+        a browser page of another site."""
         if (refusal := self.access.key_refusal(conn)) is not None:
             raise Refused(refusal)
+        if not self.access.keys_required:
+            if (foreign := self.access.foreign_page(conn, None)) is not None:
+                raise Refused(foreign)
 
     async def rates(self, caller: Caller, session_id: str) -> None:
         """Counts one request of ``caller`` on ``session_id``; raises the 429 past a rate."""

@@ -17,6 +17,14 @@ starlette bounds a body (starlette reads ``request.body()`` whole, whatever its 
 uploads of 10 MB took the process from 374 to 775 MB, and a body announced and never sent held
 its connection open past 65 s).
 
+``JsonOnly``: a POST to a route that reads JSON (every POST route of the app: the chat POSTs
+and ``POST /ai/feedback``) must say its body is JSON (``application/json`` or ``+json``), or it is
+refused 415 unread, with ``Connection: close``. One rule for every such route, before any of
+them runs: a browser page of any site may send ``text/plain``, a form, or a body with no type at
+all without a preflight (a "simple" request), and a JSON body under such a type would otherwise
+be read (FastAPI parses a body without ``Content-Type`` as JSON; our feedback route parsed any).
+A POST with no body at all passes: its route answers the missing input (400).
+
 ``KeyGate``: under API_KEYS, ``/metrics`` (it names the upstream hosts) and the API docs
 (``/docs``, ``/redoc``, ``/openapi.json``) need a key, unless METRICS_PUBLIC / DOCS_PUBLIC.
 """
@@ -34,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.domain.events import envelope
 from app.web.access import Access
 
-__all__ = ["DOCS_PATHS", "BodyGuard", "KeyGate"]
+__all__ = ["DOCS_PATHS", "BodyGuard", "JsonOnly", "KeyGate", "is_json"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +51,7 @@ _NO_BODY_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 TOO_LARGE_MESSAGE = "요청 본문이 너무 커요. {limit}바이트 이내로 보내 주세요."
 TOO_SLOW_MESSAGE = "요청 본문이 제시간에 다 오지 않았어요. 다시 보내 주세요."
 BAD_LENGTH_MESSAGE = "요청의 Content-Length가 올바르지 않아요."
+NOT_JSON_MESSAGE = "요청 본문은 JSON(Content-Type: application/json)으로 보내 주세요."
 
 
 class BodyGuard:
@@ -129,6 +138,47 @@ async def _refuse(
         envelope(status, message, data), status_code=status, headers={"connection": "close"}
     )
     await response(scope, receive, send)
+
+
+def is_json(content_type: bytes) -> bool:
+    """``application/json`` or ``application/<anything>+json``, parameters aside."""
+    media = content_type.decode("latin-1").partition(";")[0].strip().lower()
+    kind, slash, subtype = media.partition("/")
+    return (
+        kind == "application" and bool(slash) and (subtype == "json" or subtype.endswith("+json"))
+    )
+
+
+def _has_body(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding":
+            return True
+        if name == b"content-length" and value.strip() not in (b"", b"0"):
+            return True
+    return False
+
+
+class JsonOnly:
+    """415 for a POST to one of ``paths`` whose body is not declared JSON (module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, paths: Collection[str]) -> None:
+        self.app = app
+        self._paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] in self._paths:
+            types = [value for name, value in scope["headers"] if name == b"content-type"]
+            declared = bool(types) and all(is_json(value) for value in types)
+            if not declared and (types or _has_body(scope)):
+                log.info("POST %s refused (415): its body is not declared JSON", scope["path"])
+                response = JSONResponse(
+                    envelope(415, NOT_JSON_MESSAGE, None),
+                    status_code=415,
+                    headers={"connection": "close", "accept-post": "application/json"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class KeyGate:

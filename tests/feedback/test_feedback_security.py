@@ -219,3 +219,157 @@ def test_8_a_named_setting_opens_the_results_stream_and_keys_close_it(
         assert client.get(f"/ai/feedback/{job}").status_code == 401
         keyed = client.get(f"/ai/feedback/{job}", headers={"x-api-key": "backend-key"})
         assert keyed.status_code == 200
+
+
+# -- issue 31: a second stranger -----------------------------------------------------------------
+
+
+async def _nothing_ran(
+    feedback_upstream: ScriptedUpstreamThread, callbacks: CallbackReceiver
+) -> None:
+    """No job was worked and nothing delivered (a job runs at once: 0.5 s is plenty)."""
+    await anyio.sleep(0.5)
+    assert feedback_upstream.chat_requests == []
+    assert callbacks.received == []
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",  # the probe's: what a page of any site sends without a preflight
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        None,  # a Blob without a type: no Content-Type at all
+    ],
+)
+async def test_31_2_a_feedback_body_not_declared_json_is_415(
+    http: httpx.AsyncClient,
+    feedback_upstream: ScriptedUpstreamThread,
+    callbacks: CallbackReceiver,
+    content_type: str | None,
+) -> None:
+    headers = {"origin": "http://evil.example"}
+    if content_type is not None:
+        headers["content-type"] = content_type
+    answer = await http.post("/ai/feedback", content=json.dumps(feedback_body()), headers=headers)
+    assert answer.status_code == 415, answer.text
+    assert answer.json()["status"] == 415 and answer.headers["connection"] == "close"
+    await _nothing_ran(feedback_upstream, callbacks)
+
+
+@pytest.mark.parametrize(
+    "browser",
+    [
+        {"sec-fetch-site": "cross-site", "origin": "http://evil.example"},
+        {"sec-fetch-site": "same-site", "origin": "http://sub.127.0.0.1"},
+        {"origin": "http://evil.example"},  # a browser without Sec-Fetch-Site
+        {"origin": "null"},  # a sandboxed frame
+    ],
+)
+async def test_31_2_a_page_of_another_site_gets_no_job_without_keys(
+    http: httpx.AsyncClient,
+    gateway: GatewayProcess,
+    feedback_upstream: ScriptedUpstreamThread,
+    callbacks: CallbackReceiver,
+    browser: dict[str, str],
+) -> None:
+    answer = await http.post("/ai/feedback", json=feedback_body(), headers=browser)
+    assert answer.status_code == 403, answer.text
+    assert answer.json()["status"] == 403
+    await _nothing_ran(feedback_upstream, callbacks)
+    # No Origin and no Sec-Fetch-Site (the relay, curl), or the page's own origin: served.
+    for headers in ({}, {"origin": gateway.url, "sec-fetch-site": "same-origin"}):
+        answer = await http.post("/ai/feedback", json=feedback_body(), headers=headers)
+        assert answer.status_code == 202, (headers, answer.text)
+        await wait_status(http, answer.json()["data"]["jobId"], {"done"})  # delivered now
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"memberId": True}, "memberId"),  # the probe's: accepted as member 1
+        ({"memberId": False}, "memberId"),
+        ({"memberId": 7.0}, "memberId"),
+        ({"memberId": "7"}, "memberId"),
+        (
+            {"personalChallenges": [{"id": True, "title": "t", "isSuccess": True}]},
+            "personalChallenges[0].id",
+        ),
+        (
+            {"personalChallenges": [{"id": 1, "title": "t", "isSuccess": 1}]},
+            "personalChallenges[0].isSuccess",
+        ),
+        (
+            {"personalChallenges": [{"id": 1, "title": "t", "isSuccess": "true"}]},
+            "personalChallenges[0].isSuccess",
+        ),
+    ],
+)
+async def test_31_5_no_boolean_for_a_number_and_no_number_for_a_boolean(
+    http: httpx.AsyncClient,
+    feedback_upstream: ScriptedUpstreamThread,
+    callbacks: CallbackReceiver,
+    change: dict[str, Any],
+    field: str,
+) -> None:
+    answer = await http.post("/ai/feedback", json=feedback_body(**change))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["data"]["invalidFields"] == [field]
+    await _nothing_ran(feedback_upstream, callbacks)
+
+
+async def test_31_5_a_submission_and_a_group_are_strict_too(http: httpx.AsyncClient) -> None:
+    body = feedback_body()
+    body["groupChallenges"][0]["id"] = False
+    body["groupChallenges"][0]["submissions"][0]["isSuccess"] = 0
+    answer = await http.post("/ai/feedback", json=body)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["data"]["invalidFields"] == [
+        "groupChallenges[0].id",
+        "groupChallenges[0].submissions[0].isSuccess",
+    ]
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "k" * 201,
+        "k" * 300,  # the probe's
+        "weekly 2026-w20",  # a space
+        "주간-2026",  # not ASCII
+        "tab\there",
+        "",  # sent, but empty
+    ],
+)
+async def test_31_6_an_unusable_idempotency_key_is_422_naming_the_header(
+    http: httpx.AsyncClient,
+    feedback_upstream: ScriptedUpstreamThread,
+    callbacks: CallbackReceiver,
+    key: str,
+) -> None:
+    headers = [("idempotency-key", key.encode())]
+    for _ in range(2):  # the retries its sender believed safe: never two jobs
+        answer = await http.post(
+            "/ai/feedback",
+            content=json.dumps(feedback_body()).encode(),
+            headers=[("content-type", b"application/json"), *headers],
+        )
+        assert answer.status_code == 422, answer.text
+        assert answer.json()["data"]["invalidFields"] == ["Idempotency-Key"]
+    await _nothing_ran(feedback_upstream, callbacks)
+
+
+async def test_31_6_two_idempotency_keys_are_422_and_200_characters_are_fine(
+    http: httpx.AsyncClient,
+) -> None:
+    two = [("idempotency-key", "a"), ("idempotency-key", "b")]
+    answer = await http.post("/ai/feedback", json=feedback_body(), headers=two)
+    assert answer.status_code == 422
+    assert answer.json()["data"]["invalidFields"] == ["Idempotency-Key"]
+    longest, body = {"idempotency-key": "k" * 200}, feedback_body()
+    first = await http.post("/ai/feedback", json=body, headers=longest)
+    again = await http.post("/ai/feedback", json=body, headers=longest)
+    assert first.status_code == again.status_code == 202
+    assert first.json()["data"]["jobId"] == again.json()["data"]["jobId"]
+    await wait_status(http, first.json()["data"]["jobId"], {"done"})

@@ -27,13 +27,21 @@ class GatewayProcess:
     """``with GatewayProcess({"LLM_BASE_URL": ...}) as gw: gw.url`` — a live gateway."""
 
     def __init__(
-        self, env: dict[str, str], *, startup_timeout: float = 30.0, default_limits: bool = False
+        self,
+        env: dict[str, str],
+        *,
+        startup_timeout: float = 30.0,
+        default_limits: bool = False,
+        log_level: str | None = "warning",
     ) -> None:
+        """``log_level=None``: uvicorn's default (info, access lines on), as scripts/run.sh
+        starts it."""
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._env = env
         self._default_limits = default_limits
         self._startup_timeout = startup_timeout
+        self._log_level = log_level
         self._log = tempfile.NamedTemporaryFile(prefix="gateway-", suffix=".log", delete=False)
         self.log_path = Path(self._log.name)
         self.process: subprocess.Popen[bytes] | None = None
@@ -85,8 +93,7 @@ class GatewayProcess:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
-                "--log-level",
-                "warning",
+                *(["--log-level", self._log_level] if self._log_level else []),
                 # As scripts/run.sh starts it: TRUSTED_PROXIES is the one switch for forwarded
                 # headers, on uvloop and httptools with the head's bounds (app/web/http_guard.py).
                 "--no-proxy-headers",

@@ -63,9 +63,12 @@ class StreamResult:
 
 
 async def read_stream(
-    client: httpx.AsyncClient, url: str, params: dict[str, str] | None = None
+    client: httpx.AsyncClient,
+    url: str,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
 ) -> StreamResult:
-    async with client.stream("GET", url, params=params) as response:
+    async with client.stream("GET", url, params=params, headers=headers) as response:
         frames = [frame async for frame in iter_frames(response.aiter_lines())]
         return StreamResult(response.status_code, response.headers, frames)
 
