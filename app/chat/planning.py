@@ -17,9 +17,8 @@ situation (base-info's location and work type), not shown before in the session 
 put by the gateway, and the model orders the next ones. A question is answered from the
 catalogue sentence that holds it (app/chat/answers.py), its challenge first.
 
-Constraints stay in force while the user follows up (more, among, another field, a question
-in the same field) and end when the user moves on (another topic, back to the first): a new
-place or company replaces the old one of its kind ("집에서" after "밖에서").
+What a follow-up carries over from the conversation (the constraints in force, the situation
+told, the intent read with the facets) is app/chat/follow_up.py's.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from opentelemetry import trace
 
 from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
 from app.chat.constraints import Constraint, FacetReaders, Facets
+from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
     Evidence,
     Intent,
@@ -52,7 +52,6 @@ from app.domain.categories import Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
-from app.rag.corpus import COMPANY, PLACES
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE, Scope
 
@@ -90,10 +89,6 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
-#: What a choice among the challenges just shown may have been read as, on its words alone.
-_MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
-#: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
-_KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +144,11 @@ class Planner:
         state = await self._sessions.load(turn.session_id)
         query, nearest, intent = await self._understand(turn.message, state)
         facets = self._read_facets(turn.message, query)
-        intent = _with_facets(intent, facets, state)
+        intent = with_facets(intent, facets, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
-        constraints = _in_force(intent, facets, state)
-        told = _told(facets, state)
+        constraints = in_force(intent, facets, state)
+        told = told_so_far(facets, state)
         critique = bool(facets.constraints)
         topic, search = _subject(turn.message, query, intent, state, critique=critique)
         category, pool = await self._choose(search, intent, state, nearest, constraints)
@@ -161,7 +156,7 @@ class Planner:
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
-        situation = _situation(state, told)
+        situation = situation_of(state, told)
         ranked, found = self._ranked(
             turn.message,
             query,
@@ -519,21 +514,6 @@ def _situation_query(category: Category, location: str, work_type: str) -> str:
     return f"{lives} {works} 일상에서 쉽게 할 수 있는 {category.label} 챌린지"
 
 
-def _with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
-    """The intent, read again with the facets: a choice among the challenges just shown ("그
-    중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
-    분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
-    it (more, or an ordinary question). A choice among what was just shown is never refused
-    as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
-    message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
-    kind = intent.kind
-    if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
-        return Intent(IntentKind.AMONG)
-    if facets.another and state.turns and kind in _MAY_BE_AMONG:
-        return Intent(IntentKind.ANOTHER)
-    return intent
-
-
 def _subject(
     message: str, query: _Query, intent: Intent, state: SessionState, *, critique: bool
 ) -> tuple[str, _Query]:
@@ -547,44 +527,6 @@ def _subject(
         return message, query
     text = f"{state.topic} {message}"
     return state.topic, _Query(text, lexical=query.lexical)
-
-
-def _in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:
-    """The constraints for this turn: the message's own, and, for a follow-up, those in force
-    before (a new place or company replacing the old one of its kind)."""
-    mine = set(facets.constraints)
-    if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
-        return frozenset(mine)
-    kept = set()
-    for value in state.constraints:
-        try:
-            constraint = Constraint(value)
-        except ValueError:  # stored by another release
-            continue
-        for kind in (PLACES, COMPANY):
-            if constraint.value in kind and any(c.value in kind for c in mine):
-                break
-        else:
-            kept.add(constraint)
-    return frozenset(kept | mine)
-
-
-def _told(facets: Facets, state: SessionState) -> tuple[str, ...]:
-    """The situation told in words so far: this message's replaces what was told before."""
-    told = {label.partition(":")[0]: label for label in state.told}
-    if facets.location:
-        told["at"] = f"at:{facets.location}"
-    if facets.work_type:
-        told["job"] = f"job:{facets.work_type}"
-    return tuple(sorted(told.values()))
-
-
-def _situation(state: SessionState, told: tuple[str, ...]) -> Situation:
-    """What is known of the user's situation: base-info's, else what was told in words."""
-    if state.location and state.work_type:
-        return Situation(state.location, state.work_type, given=True)
-    said = dict(label.split(":", 1) for label in told)
-    return Situation(said.get("at"), said.get("job"))
 
 
 def _scopes(

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.chat.constraints import Constraint, FacetReaders, Facets, satisfies
+from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
-from app.chat.planning import _in_force, _situation, _told
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
 from app.domain.categories import Category
@@ -99,35 +99,35 @@ def test_a_follow_up_keeps_the_constraints_and_a_new_place_replaces_the_old() ->
 
     state = _state(Constraint.FREE, Constraint.OUTSIDE)
     more = Intent(IntentKind.MORE)
-    assert _in_force(more, Facets(), state) == {Constraint.FREE, Constraint.OUTSIDE}
+    assert in_force(more, Facets(), state) == {Constraint.FREE, Constraint.OUTSIDE}
     home = Facets(constraints=frozenset({Constraint.HOME}))
-    assert _in_force(more, home, state) == {Constraint.FREE, Constraint.HOME}
+    assert in_force(more, home, state) == {Constraint.FREE, Constraint.HOME}
     switch = Intent(IntentKind.SWITCH, Category.PLOGGING)
-    assert _in_force(switch, Facets(), state) == set(), "moving on ends them"
-    assert _in_force(switch, home, state) == {Constraint.HOME}
+    assert in_force(switch, Facets(), state) == set(), "moving on ends them"
+    assert in_force(switch, home, state) == {Constraint.HOME}
 
 
 def test_a_situation_told_in_words_is_kept_and_base_info_comes_first() -> None:
-    told = _told(Facets(location="바닷가"), _state())
+    told = told_so_far(Facets(location="바닷가"), _state())
     assert told == ("at:바닷가",)
-    told = _told(Facets(work_type="현장직"), _state(told=told))
+    told = told_so_far(Facets(work_type="현장직"), _state(told=told))
     assert told == ("at:바닷가", "job:현장직")
-    situation = _situation(_state(told=told), told)
+    situation = situation_of(_state(told=told), told)
     assert (situation.location, situation.work_type, situation.given) == ("바닷가", "현장직", False)
     based = SessionState("s", location="도시", work_type="사무직")
-    assert _situation(based, told).given and _situation(based, told).location == "도시"
+    assert situation_of(based, told).given and situation_of(based, told).location == "도시"
 
 
 def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_topic() -> None:
+    from app.chat.follow_up import with_facets
     from app.chat.intent import Intent
-    from app.chat.planning import _with_facets
 
     shown = _state()
     off = Intent(IntentKind.OFF_TOPIC)
     among = Facets(constraints=frozenset({Constraint.EASY}), among=True)
-    assert _with_facets(off, among, shown).kind is IntentKind.AMONG
+    assert with_facets(off, among, shown).kind is IntentKind.AMONG
     money = Facets(constraints=frozenset({Constraint.FREE}))  # "오늘 주식 뭐 살까"
-    assert _with_facets(off, money, shown).kind is IntentKind.OFF_TOPIC
+    assert with_facets(off, money, shown).kind is IntentKind.OFF_TOPIC
     another = Facets(constraints=frozenset({Constraint.HOME}), another=True)
-    assert _with_facets(Intent(IntentKind.MORE), another, shown).kind is IntentKind.ANOTHER
-    assert _with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
+    assert with_facets(Intent(IntentKind.MORE), another, shown).kind is IntentKind.ANOTHER
+    assert with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE

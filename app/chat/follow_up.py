@@ -1,0 +1,78 @@
+"""What a free-text turn carries over from the conversation, read with its facets.
+
+    the intent, read again with the facets   "그 중에 …" is among, "아예 다른 분야로, …" another
+    the constraints in force                 the message's, and a follow-up's earlier ones
+    the situation                            base-info's, else what was told in words
+
+Constraints stay in force while the user follows up (more, among, another field, an ordinary
+question in the same field) and end when the user moves on (another topic, back to the first);
+a new place or company replaces the old one of its kind ("집에서" after "밖에서").
+"""
+
+from __future__ import annotations
+
+from app.chat.constraints import Constraint, Facets
+from app.chat.intent import Intent, IntentKind
+from app.chat.ranking import Situation
+from app.chat.sessions import SessionState
+from app.rag.corpus import COMPANY, PLACES
+
+__all__ = ["in_force", "situation_of", "told_so_far", "with_facets"]
+
+#: What a choice among the challenges just shown may have been read as, on its words alone.
+_MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
+#: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
+_KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
+
+
+def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
+    """The intent, read again with the facets: a choice among the challenges just shown ("그
+    중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
+    분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
+    it (more, or an ordinary question). A choice among what was just shown is never refused
+    as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
+    message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
+    kind = intent.kind
+    if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
+        return Intent(IntentKind.AMONG)
+    if facets.another and state.turns and kind in _MAY_BE_AMONG:
+        return Intent(IntentKind.ANOTHER)
+    return intent
+
+
+def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:
+    """The constraints for this turn: the message's own, and, for a follow-up, those in force
+    before (a new place or company replacing the old one of its kind)."""
+    mine = set(facets.constraints)
+    if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
+        return frozenset(mine)
+    kept = set()
+    for value in state.constraints:
+        try:
+            constraint = Constraint(value)
+        except ValueError:  # stored by another release
+            continue
+        for kind in (PLACES, COMPANY):
+            if constraint.value in kind and any(c.value in kind for c in mine):
+                break
+        else:
+            kept.add(constraint)
+    return frozenset(kept | mine)
+
+
+def told_so_far(facets: Facets, state: SessionState) -> tuple[str, ...]:
+    """The situation told in words so far: this message's replaces what was told before."""
+    told = {label.partition(":")[0]: label for label in state.told}
+    if facets.location:
+        told["at"] = f"at:{facets.location}"
+    if facets.work_type:
+        told["job"] = f"job:{facets.work_type}"
+    return tuple(sorted(told.values()))
+
+
+def situation_of(state: SessionState, told: tuple[str, ...]) -> Situation:
+    """What is known of the user's situation: base-info's, else what was told in words."""
+    if state.location and state.work_type:
+        return Situation(state.location, state.work_type, given=True)
+    said = dict(label.split(":", 1) for label in told)
+    return Situation(said.get("at"), said.get("job"))
