@@ -1,11 +1,11 @@
 """Which challenge comes first: the turn's candidates ordered with everything the turn knows.
 
     retrieved (the message's meaning, within the category and situation scope)
-      -> those satisfying the constraints first (none: the nearest, and the answer says so)
+      -> only those satisfying the constraints (none does: the nearest, and the answer says so)
       -> the situation: told in words ("바닷가 사는데") it lifts the challenges tagged for it;
          unknown, challenges anyone can do come before ones written for a narrow persona
-    -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
-       its own, as base-info: the first is one to start with)
+      -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
+         its own, as base-info: the first is one to start with)
       -> the order
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
