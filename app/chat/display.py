@@ -43,7 +43,6 @@ from app.llm.scrubber import (
     Prose,
     ScrubResult,
     partial_answer,
-    validate,
 )
 
 __all__ = ["BOUND_MARGIN", "AnswerDisplay"]
@@ -143,18 +142,7 @@ class AnswerDisplay:
         self._read(end.events, tail)
         if self._reading_recommend():
             self._recommend = self._shown_value()  # cut here: partial() keeps it
-        answer, error = (
-            validate(self._composed(end.document)) if end.complete else (None, end.error)
-        )
-        return ScrubResult(
-            tail="".join(tail),
-            answer=answer,
-            complete=end.complete,
-            error=error,
-            prose=end.prose,
-            json_started=end.json_started,
-            truncated=end.truncated,
-        )
+        return end.result("".join(tail), self._composed(end.document))
 
     def partial(self) -> Answer:
         """What the answer holds so far, for closing a stream stopped early: the recommend

@@ -177,6 +177,20 @@ class Parsed:
     json_started: bool
     truncated: bool
 
+    def result(self, tail: str, document: dict[str, Any]) -> ScrubResult:
+        """The stream's :class:`ScrubResult`: ``document`` (the parsed one, or what a reader
+        was shown of it) validated when the object was complete."""
+        answer, error = validate(document) if self.complete else (None, self.error)
+        return ScrubResult(
+            tail=tail,
+            answer=answer,
+            complete=self.complete,
+            error=error,
+            prose=self.prose,
+            json_started=self.json_started,
+            truncated=self.truncated,
+        )
+
 
 def validate(document: dict[str, Any]) -> tuple[Answer | None, str | None]:
     """The answer a complete document holds, or None and why not (English, for logs)."""
@@ -754,16 +768,7 @@ class AnswerScrubber(_Parser):
         """End the stream: release held text, then parse and validate the answer."""
         tail: list[str] = []
         end = self._end(tail)
-        answer, error = validate(end.document) if end.complete else (None, end.error)
-        return ScrubResult(
-            tail="".join(tail),
-            answer=answer,
-            complete=end.complete,
-            error=error,
-            prose=end.prose,
-            json_started=end.json_started,
-            truncated=end.truncated,
-        )
+        return end.result("".join(tail), end.document)
 
     def partial(self) -> Answer:
         """What the answer holds so far, for closing a stream stopped early: the recommend
