@@ -20,8 +20,9 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -45,45 +46,46 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 BUNDLED_EXAMPLES = Path(__file__).resolve().parent / "data" / "intent_examples.jsonl"
 BUNDLED_FACETS = Path(__file__).resolve().parent / "data" / "facet_examples.jsonl"
 
 
 def load_examples(path: Path = BUNDLED_EXAMPLES) -> list[Example]:
-    examples: list[Example] = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                label = Label(row["label"])
-                category = Category[row["category"]] if row.get("category") else None
-                text = str(row["text"])
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: not an intent example: {exc}") from exc
-            if (label is Label.TOPIC) != (category is not None):
-                raise ValueError(f"{path}:{number}: a category goes with label 'topic' only")
-            examples.append(Example(text, label, category))
-    return examples
+    def example(row: dict[str, Any]) -> Example:
+        label = Label(row["label"])
+        category = Category[row["category"]] if row.get("category") else None
+        if (label is Label.TOPIC) != (category is not None):
+            raise ValueError("a category goes with label 'topic' only")
+        return Example(str(row["text"]), label, category)
+
+    return _read(path, "not an intent example", example)
 
 
 def load_facet_examples(path: Path = BUNDLED_FACETS) -> list[FacetExample]:
-    examples: list[FacetExample] = []
+    def example(row: dict[str, Any]) -> FacetExample:
+        labels = frozenset(map(str, row["labels"]))
+        if unknown := labels - set(FACET_LABELS):
+            raise ValueError(f"unknown labels {sorted(unknown)}")
+        return FacetExample(str(row["text"]), labels)
+
+    return _read(path, "not a facet example", example)
+
+
+def _read(path: Path, what: str, parse: Callable[[dict[str, Any]], _T]) -> list[_T]:
+    """One ``parse``d item per non-blank JSON line of ``path``; a bad line fails loudly with
+    its line number."""
+    items: list[_T] = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-                text, labels = str(row["text"]), frozenset(map(str, row["labels"]))
+                items.append(parse(json.loads(line)))
             except (ValueError, KeyError, TypeError) as exc:
-                raise ValueError(f"{path}:{number}: not a facet example: {exc}") from exc
-            if unknown := labels - set(FACET_LABELS):
-                raise ValueError(f"{path}:{number}: unknown labels {sorted(unknown)}")
-            examples.append(FacetExample(text, labels))
-    return examples
+                raise ValueError(f"{path}:{number}: {what}: {exc}") from exc
+    return items
 
 
 def _digest(examples: Sequence[Example | FacetExample], embedder_name: str) -> str:
