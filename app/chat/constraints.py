@@ -21,6 +21,7 @@ The session keeps a turn's constraints until the user moves on (app/chat/plannin
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ __all__ = [
     "FacetReader",
     "FacetReaders",
     "Facets",
+    "points_among",
     "satisfies",
 ]
 
@@ -203,13 +205,38 @@ def _one(said: set[str], prefix: str) -> str | None:
     return found[0] if len(found) == 1 else None
 
 
+#: "Among" is a pointer at the answer just shown, and pointers are a closed set of words:
+#: a demonstrative or a reference to what was said, then 중 or 가운데 ("그 중에", "그중",
+#: "이 가운데", "셋 중에", "방금 보여 준 것 중에", "아까 추천한 거 중에서"), or
+#: 거기서. Neither vote reads them reliably: an embedding drowns them under the
+#: critique beside them, and bigrams miss "그중에" against "그 중에" (bench/README.md "Facets").
+#: Nothing may follow 중 but a particle ("그 중요한", "이중 포장" are not pointers).
+_AMONG_END = r"(?:중(?:에서|에선|에는|에|엔)?|가운데(?:서|에서)?)(?![가-힣])"
+_AMONG = re.compile(
+    r"(?:^|[\s,.!?])(?:(?:"
+    r"그|저|이(?=\s|중에|가운데)"
+    r"|(?:그|이|저)\s*(?:것들|거들|것|거|셋|둘|넷|세\s*개|두\s*개|세\s*가지|두\s*가지)"
+    r"|셋|둘|넷|세\s*개|두\s*개|세\s*가지|두\s*가지"
+    r"|(?:위|위에|방금|아까|앞서|앞에서|앞에|보여\s*주신|보여\s*준|추천해\s*주신|추천해\s*준"
+    r"|추천한|말해\s*주신|말해\s*준|말한|알려\s*주신|알려\s*준|골라\s*준|나온)"
+    r"[^.?!]{0,10}?(?:것들|거들|것|거|애들|챌린지들|챌린지)"
+    r")\s*" + _AMONG_END + r"|거기\s*서)"
+)
+
+
+def points_among(message: str) -> bool:
+    """Whether ``message`` chooses among the challenges just shown ("그중에 돈 안 드는 거")."""
+    return _AMONG.search(message.strip()) is not None
+
+
 class FacetReaders:
     """The embedding's reader, and the lexical one (as :class:`app.chat.intent.IntentClassifiers`).
 
     With an embedding, the embedding's reader reads the constraints, the situation and a
-    question, and the lexical reader "among" and "another": the embedding of a whole message
-    drowns a short pointer such as "그중에" under the critique beside it (and reads "골라 줘"
-    as one), which its words keep. Without an embedding (a burst), the lexical reader alone."""
+    question, and the lexical reader "another": the embedding of a whole message drowns a
+    short pointer such as "다른 분야로" under the critique beside it, which its words keep.
+    Without an embedding (a burst), the lexical reader alone. "Among" is read by its words in
+    both (:func:`points_among`)."""
 
     def __init__(
         self,
@@ -222,9 +249,11 @@ class FacetReaders:
         self._lexical_vector = lexical_vector
 
     def read(self, message: str, vector: npt.NDArray[np.float32] | None) -> Facets:
-        said = self.lexical.said(self._lexical_vector(message))
+        said = self.lexical.said(self._lexical_vector(message)) - {AMONG}
         if vector is not None:
-            # "among" and "another" point at the conversation in a few words ("그 중에", "다른
-            # 분야로"): the words decide them; the embedding, the rest.
+            # "another" points at the conversation in a few words ("다른 분야로"): the words
+            # decide it; the embedding, the rest.
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+        if points_among(message):
+            said.add(AMONG)
         return facets_of(said)

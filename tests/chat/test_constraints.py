@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.chat.constraints import Constraint, FacetReaders, Facets, satisfies
+from app.chat.constraints import Constraint, FacetReaders, Facets, points_among, satisfies
 from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
@@ -131,3 +131,37 @@ def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_t
     another = Facets(constraints=frozenset({Constraint.HOME}), another=True)
     assert with_facets(Intent(IntentKind.MORE), another, shown).kind is IntentKind.ANOTHER
     assert with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "그중에 공짜로 할 수 있는 건?",
+        "그 중엔 뭐가 쉬워",
+        "이중에 뭐가 좋아",
+        "이 가운데 집에서 할 만한 거",
+        "셋 중에 돈 제일 덜 드는 거",
+        "그것들 중에 제일 싼 거",
+        "아까 추천한 거 중에서 돈 안 드는 거",
+        "앞에서 말한 챌린지 가운데 쉬운 거",
+        "거기서 제일 빨리 할 수 있는 거",
+    ],
+)
+def test_a_pointer_at_the_answer_just_shown_is_read_however_it_is_spaced(message: str) -> None:
+    assert points_among(message)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "그 중요한 게 뭐야",
+        "이중 포장된 과자가 너무 많아",
+        "돈 안 드는 것 중에 쉬운 거",
+        "출장 중에 할 수 있는 거",
+        "하루 중에 언제 하면 좋아?",
+        "이 중고 물건 팔고 싶어",
+        "다른 분야 중에 돈 안 드는 거",
+    ],
+)
+def test_other_words_with_jung_are_not_a_pointer(message: str) -> None:
+    assert not points_among(message)
