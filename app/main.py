@@ -24,7 +24,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from app.chat.generation import Generator
 from app.chat.intent_bank import build_facets, build_intents
 from app.chat.planning import Planner
-from app.chat.sentence_bank import build_sentence_bank
+from app.chat.sentence_bank import build_fit_bank, build_sentence_bank
 from app.chat.session_backend import open_session_store
 from app.chat.turn import RecommendationService
 from app.config import (
@@ -119,6 +119,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sentences = await anyio.to_thread.run_sync(
                 build_sentence_bank, retriever.embedder, retrieval.corpus_path
             )
+            fit = await anyio.to_thread.run_sync(
+                build_fit_bank, retriever.embedder, retrieval.corpus_path
+            )
             size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
@@ -130,6 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     intents=intents,
                     facets=facets,
                     sentences=sentences,
+                    fit=fit,
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

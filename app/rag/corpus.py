@@ -82,6 +82,8 @@ class Document:
     keywords: tuple[str, ...]
     source: str
     traits: Traits | None = None
+    #: What a person for whom this is the best answer would type (app/chat/fit.py).
+    asks: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
@@ -108,8 +110,16 @@ def load_corpus(path: Path) -> list[Document]:
                         keywords=tuple(raw.get("keywords", ())),
                         source=str(raw.get("source", "")),
                         traits=Traits.read(raw),
+                        asks=_asks(raw),
                     )
                 )
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: bad corpus line ({exc!r})") from exc
     return documents
+
+
+def _asks(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    asks = raw.get("asks", [])
+    if not isinstance(asks, list) or not all(isinstance(a, str) and a.strip() for a in asks):
+        raise ValueError("asks must be a list of non-empty strings")
+    return tuple(asks)

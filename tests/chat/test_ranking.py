@@ -5,7 +5,11 @@ catalogue sentence, exactly, or nothing."""
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
+
 from app.chat.answers import find_answer
+from app.chat.fit import ASK_WEIGHT, FitBank
 from app.chat.constraints import Constraint
 from app.chat.ranking import Ranked, Situation, rank
 from app.domain.categories import Category
@@ -61,12 +65,41 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     assert _ids(rank(hits))[0] == "b"
     known = Situation("바닷가", "현장직", given=True)
     assert _ids(rank(hits, situation=known))[0] == "boat"
+    boat = _hit("boat", anyone=False, locations=("바닷가",))
+    hits = [boat, _hit("b"), _hit("c")]
+    assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b", "a job alone"
+    assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "boat", "its place told"
 
 
 def test_a_situation_told_in_words_lifts_what_is_tagged_for_it() -> None:
     hits = [_hit("a"), _hit("b"), _hit("sea", locations=("바닷가",))]
     assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "sea"
     assert _ids(rank(hits))[0] == "a", "retrieval's order otherwise"
+
+
+def test_what_was_said_lifts_the_candidate_whose_asks_are_nearest() -> None:
+    hits = [_hit("a"), _hit("b"), _hit("c"), _hit("d")]
+    fit = {"a": 0.80, "b": 0.82, "c": 0.81, "d": 0.95}
+    assert _ids(rank(hits, fit=fit))[0] == "d", "its asks say what was said"
+    assert _ids(rank(hits, fit={}))[:2] == ["a", "b"], "retrieval's order without asks"
+    # A candidate without asks keeps its retrieval place in the asks' order.
+    assert _ids(rank(hits, fit={"b": 0.95, "c": 0.8, "d": 0.7}))[0] == "a"
+
+
+def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
+    documents = [("zw-1", Category.ZERO_WASTE), ("vg-1", Category.VEGAN), ("md-1", Category.MEDIA)]
+    passages = np.array([[0, 0, 1], [0, 0, 1], [1, 0, 0]], dtype=np.float32)
+    asks = ["zw-1", "zw-1", "vg-1"]  # md-1 has none: its text alone
+    ask_vectors = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=np.float32)
+    bank = FitBank(documents, passages, asks, ask_vectors)
+    query = np.array([0.6, 0.8, 0.0], dtype=np.float32)
+    fused = ASK_WEIGHT * 0.8 / (1 + ASK_WEIGHT)  # its text 0, its nearest ask 0.8
+    assert bank.fit(query, ["zw-1", "vg-1", "md-1", "none"]) == pytest.approx(
+        {"zw-1": fused, "vg-1": 0.0, "md-1": 0.6}
+    )
+    assert bank.categories(query, 2) == [Category.MEDIA, Category.ZERO_WASTE]
+    empty = FitBank([], np.zeros((0, 3)), [], np.zeros((0, 3)))
+    assert empty.fit(query, ["zw-1"]) == {} and empty.categories(query, 3) == []
 
 
 def test_a_question_is_answered_by_the_sentence_that_holds_it() -> None:
