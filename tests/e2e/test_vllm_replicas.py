@@ -82,6 +82,9 @@ def replica_gateway(
         "LLM_BASE_URL": ",".join([dead, *(server.base_url for server in replicas)]),
         "LLM_READ_TIMEOUT": "60",
         "LLM_HEALTH_INTERVAL": "0.5",
+        # Fewest in flight alone: with session affinity on, four sessions whose rendezvous
+        # hashes (over the replicas' random ports) all pick one replica stay there (1 in 8).
+        "LLM_AFFINITY_SLACK": "0",
         "RATE_LIMIT_PER_MINUTE": "0",
         "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
     }
