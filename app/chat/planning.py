@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 from opentelemetry import trace
 
 from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
-from app.chat.fit import FitBank
 from app.chat.constraints import Constraint, FacetReaders, Facets
+from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
     Evidence,

@@ -30,7 +30,7 @@ from app.chat.answers import SentenceBank, sentences_of
 from app.chat.fit import FitBank
 from app.config import Settings
 from app.rag.corpus import Document, load_corpus
-from app.rag.embedder import Embedder, load_embedder
+from app.rag.embedder import Embedder, Vectors, load_embedder
 
 __all__ = ["build_fit_bank", "build_sentence_bank"]
 
@@ -63,14 +63,15 @@ def _stored(kind: str, embedder_name: str) -> Path:
 
 def _vectors(
     kind: str, rows: Sequence[tuple[str, str]], embedder: Embedder, *, queries: bool
-) -> np.ndarray:
+) -> Vectors:
     """The shipped vectors of ``rows`` when they are these texts by this embedder, else
     embedded now."""
     stored = _stored(kind, embedder.name)
     if stored.exists():
         with np.load(stored) as data:
             if str(data["digest"]) == _digest(rows, embedder.name):
-                return data["vectors"].astype(np.float32)
+                vectors: Vectors = data["vectors"].astype(np.float32)
+                return vectors
     if not rows:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     log.info("embedding %d catalogue %s with %s (once per start)", len(rows), kind, embedder.name)

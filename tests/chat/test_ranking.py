@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from app.chat.answers import find_answer
-from app.chat.fit import ASK_WEIGHT, FitBank
 from app.chat.constraints import Constraint
+from app.chat.fit import ASK_WEIGHT, FitBank
 from app.chat.ranking import Ranked, Situation, rank
 from app.domain.categories import Category
 from app.rag.corpus import Document, Traits
