@@ -78,8 +78,8 @@ _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
-#: How much the categories of the documents whose asks are nearest a message weigh beside
-#: those of its nearest documents, as evidence of its category.
+#: How much the categories of the documents that fit a message best (their text and asks:
+#: app/chat/fit.py) weigh beside those of its nearest documents, as evidence of its category.
 ASK_EVIDENCE_WEIGHT = 1.0
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
@@ -210,9 +210,10 @@ class Planner:
         fit: dict[str, float] | None,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
-        first when it is the answer)."""
+        first when it is the answer). ``fit``: :meth:`_fit` (a choice among those shown leans
+        on the topic: never fitted)."""
         if among:  # the one that answers it: no persona or situation reordering among them
-            ranked = rank(pool, constraints=constraints, fit=fit)
+            ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
                 ranked = replace(ranked, unmet=False)
         else:
@@ -298,8 +299,8 @@ class Planner:
 
     def _evidence(self, query: _Query, nearest: tuple[Hit, ...]) -> Evidence | None:
         """What the catalogue says of the message's category: the categories of its nearest
-        documents, and of the documents whose asks are nearest (users' words against users'
-        words), at ``ASK_EVIDENCE_WEIGHT`` of those."""
+        documents, and of the documents that fit it best (users' words against users' words),
+        at ``ASK_EVIDENCE_WEIGHT`` of those."""
         evidence = catalogue_evidence([hit.document.category for hit in nearest])
         if query.vector is None or self._fit_bank is None:
             return evidence

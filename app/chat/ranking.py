@@ -50,10 +50,6 @@ class Situation:
     work_type: str | None = None
     given: bool = False  # base-info's
 
-    @property
-    def known(self) -> bool:
-        return bool(self.location or self.work_type)
-
 
 @dataclass(frozen=True, slots=True)
 class Ranked:
