@@ -28,6 +28,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,29 @@ async def one_answer(
     }
 
 
+def request_of(step: dict[str, Any], session: str) -> tuple[str, dict[str, str], str | None]:
+    """A conversation step as a request: its path, its query and the user's message (None
+    for base-info)."""
+    if "base" in step:
+        return BASE, {"sessionId": session, **step["base"]}, None
+    return FREE, {"sessionId": session, "message": step["message"]}, step["message"]
+
+
+def turn_of(result: dict[str, Any], message: str | None, **context: Any) -> Turn:
+    """What a client received for one request (:func:`one_answer`), as the reader checks read
+    it; ``context``: the rest of :class:`reader_checks.Turn` (labels, situation, earlier
+    titles)."""
+    close = result.get("data") if result["event"] == "close" else None
+    return Turn(
+        message=message,
+        display=result["display"],
+        terminal=result["event"],
+        status=result.get("status"),
+        close=close if isinstance(close, dict) else None,
+        **context,
+    )
+
+
 async def conversation(
     client: httpx.AsyncClient, convo: dict[str, Any], run_id: str
 ) -> list[dict[str, Any]]:
@@ -85,23 +109,14 @@ async def conversation(
     answers = []
     for number, step in enumerate(convo["steps"]):
         expect = dict(step.get("expect", {}))
+        path, params, message = request_of(step, session)
         if "base" in step:
-            base = step["base"]
-            location, work_type = base["location"], base["workType"]
-            params = {"sessionId": session, **base}
-            path, message = BASE, None
-            expect.setdefault("categories", [base["category"]])
-        else:
-            params = {"sessionId": session, "message": step["message"]}
-            path, message = FREE, step["message"]
+            location, work_type = params["location"], params["workType"]
+            expect.setdefault("categories", [params["category"]])
         result = await one_answer(client, path, params)
-        close = result.get("data") if result["event"] == "close" else None
-        turn = Turn(
-            message=message,
-            display=result["display"],
-            terminal=result["event"],
-            status=result.get("status"),
-            close=close if isinstance(close, dict) else None,
+        turn = turn_of(
+            result,
+            message,
             categories=expect.get("categories", ()),
             not_categories=expect.get("not_categories", ()),
             location=location,
@@ -123,7 +138,7 @@ async def conversation(
                 "terminal": result["event"],
                 "status": result.get("status"),
                 "display": result["display"],
-                "close": close,
+                "close": result.get("data") if result["event"] == "close" else None,
                 "problems": {k: v for k, v in problems.items() if v},
                 "passed": passed(problems),
             }
@@ -141,7 +156,14 @@ async def conversation(
     return answers
 
 
-async def run(url: str, convos: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+Conversation = Callable[[httpx.AsyncClient, dict[str, Any], str], Awaitable[list[dict[str, Any]]]]
+
+
+async def run_conversations(
+    url: str, convos: list[dict[str, Any]], concurrency: int, conversation: Conversation
+) -> list[dict[str, Any]]:
+    """Every conversation through the gateway at ``url``, ``concurrency`` at once, each in its
+    own session (named by this run's id and the conversation's); their answers in order."""
     limit = asyncio.Semaphore(concurrency)
     run_id = uuid.uuid4().hex[:8]
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600)) as client:
@@ -152,6 +174,10 @@ async def run(url: str, convos: list[dict[str, Any]], concurrency: int) -> list[
 
         nested = await asyncio.gather(*(guarded(c) for c in convos))
     return [answer for answers in nested for answer in answers]
+
+
+async def run(url: str, convos: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
+    return await run_conversations(url, convos, concurrency, conversation)
 
 
 # ------------------------------------------------------------------------ vLLM's metrics

@@ -26,7 +26,6 @@ import json
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,13 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.answer_quality import BASE, FREE, LABELS, one_answer  # noqa: E402
+from bench.answer_quality import (  # noqa: E402
+    LABELS,
+    one_answer,
+    request_of,
+    run_conversations,
+    turn_of,
+)
 from bench.fit_scoring import (  # noqa: E402
     KINDS,
     answered,
@@ -46,7 +51,7 @@ from bench.fit_scoring import (  # noqa: E402
     speaks,
     unique_openings,
 )
-from bench.reader_checks import Turn, judge, passed  # noqa: E402
+from bench.reader_checks import judge, passed  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "fit"
 METRICS = ("first_fits", "share_fits", "rule_kept", "speaks", "openings_distinct", "answered")
@@ -70,25 +75,17 @@ async def conversation(
     answers = []
     for number, step in enumerate(convo["steps"]):
         label = step["label"]
-        if "base" in step:
-            base = step["base"]
-            location, work_type = base["location"], base["workType"]
-            params = {"sessionId": session, **base}
-            path, message = BASE, None
-            told += [location, work_type, LABELS[base["category"]]]
-            asked = f"[base {location}/{work_type}/{base['category']}]"
+        path, params, message = request_of(step, session)
+        if message is None:
+            location, work_type = params["location"], params["workType"]
+            told += [location, work_type, LABELS[params["category"]]]
+            asked = f"[base {location}/{work_type}/{params['category']}]"
         else:
-            params = {"sessionId": session, "message": step["message"]}
-            path, message = FREE, step["message"]
             asked = message
         result = await one_answer(client, path, params)
-        close = result.get("data") if result["event"] == "close" else None
-        turn = Turn(
-            message=message,
-            display=result["display"],
-            terminal=result["event"],
-            status=result.get("status"),
-            close=close if isinstance(close, dict) else None,
+        turn = turn_of(
+            result,
+            message,
             categories=label["categories"],
             location=location,
             work_type=work_type,
@@ -141,16 +138,7 @@ async def conversation(
 
 
 async def run(url: str, convos: list[dict[str, Any]], concurrency: int) -> list[dict[str, Any]]:
-    limit = asyncio.Semaphore(concurrency)
-    run_id = uuid.uuid4().hex[:8]
-    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600)) as client:
-
-        async def guarded(convo: dict[str, Any]) -> list[dict[str, Any]]:
-            async with limit:
-                return await conversation(client, convo, run_id)
-
-        nested = await asyncio.gather(*(guarded(c) for c in convos))
-    answers = [answer for answers in nested for answer in answers]
+    answers = await run_conversations(url, convos, concurrency, conversation)
     flags = unique_openings([(a["asked"], a["recommend"]) for a in answers])
     for answer, flag in zip(answers, flags, strict=True):
         answer["openings_distinct"] = flag
