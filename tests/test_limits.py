@@ -18,6 +18,7 @@ from app.redis_client import RedisConnector, redis_connector
 from app.web.access import Access, Caller
 from app.web.admission import Admission
 from app.web.limits import Limits, Reservation, open_limits, rate_items
+from tests.support.budget import cancel_mid_turn
 from tests.support.redis_server import redis_server
 
 pytestmark = pytest.mark.anyio
@@ -230,17 +231,5 @@ async def test_with_redis_a_cancelled_turn_settles_what_it_spent(redis_url: str)
     key = _caller(_request(key="k-3"), settings)
     async with open_limits(settings, _redis(settings)) as limits:
         admission = Admission(settings, access=Access(settings), limits=limits)
-        usage = TokenUsage()
-
-        async def turn() -> None:
-            async with admission.gate(key, "s").hold(usage, 2_000):
-                usage.read({"prompt_tokens": 250, "completion_tokens": 50})
-                await anyio.sleep_forever()
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(turn)
-            with anyio.fail_after(5):
-                while await limits.counted(key) != 2_000:
-                    await anyio.sleep(0.01)
-            group.cancel_scope.cancel()
+        await cancel_mid_turn(admission, limits, key)
         assert await limits.counted(key) == 300

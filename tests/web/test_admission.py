@@ -24,6 +24,7 @@ from app.llm.usage import TokenUsage
 from app.web.access import Access, Caller
 from app.web.admission import Admission
 from app.web.limits import Limits
+from tests.support.budget import cancel_mid_turn
 
 pytestmark = pytest.mark.anyio
 
@@ -330,19 +331,7 @@ async def test_a_cancelled_turn_settles_what_it_spent_even_when_its_store_answer
     limits = Limits(settings, _SlowStorage())
     admission = Admission(settings, access=Access(settings), limits=limits)
     key = Caller("key:aaaa", "key")
-    usage = TokenUsage()
-
-    async def turn() -> None:
-        async with admission.gate(key, "s").hold(usage, 2_000):
-            usage.read({"prompt_tokens": 250, "completion_tokens": 50})
-            await anyio.sleep_forever()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(turn)
-        with anyio.fail_after(5):
-            while await limits.counted(key) != 2_000:
-                await anyio.sleep(0.01)
-        group.cancel_scope.cancel()
+    await cancel_mid_turn(admission, limits, key)
     assert await limits.counted(key) == 300
 
 
