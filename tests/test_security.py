@@ -9,7 +9,6 @@ slots). Different clients without keys are different loopback addresses (127.0.0
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.gateway import GatewayProcess
+from tests.support.raw_socket import closed_within, send_raw
 from tests.support.sse import assert_well_formed, iter_frames, read_stream
 from tests.support.store import store_copy
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
@@ -250,41 +250,19 @@ def test_5_a_10_mb_body_is_413_before_it_is_read(open_gw: GatewayProcess) -> Non
     before = _rss_kb(open_gw.process.pid)
     started = time.monotonic()
     for path in [FREE, "/ai/feedback"] * 10:
-        sock = _raw(open_gw, _post_head(open_gw, path, str(10 * 1024 * 1024)))
+        sock = send_raw(open_gw, _post_head(open_gw, path, str(10 * 1024 * 1024)))
         sock.sendall(b'{"message": "' + b"x" * 65536)  # the rest never comes
-        closed, said = _closed_within(sock, 5)
+        closed, said = closed_within(sock, 5)
         assert closed and said.startswith(b"HTTP/1.1 413"), said[:80]
         body = json.loads(said.partition(b"\r\n\r\n")[2])
         assert body["status"] == 413 and body["data"]["maxBytes"] > 0
     chunk = b"x" * 200_000
-    sock = _raw(open_gw, _post_head(open_gw, FREE, "chunked"))
+    sock = send_raw(open_gw, _post_head(open_gw, FREE, "chunked"))
     sock.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")  # no last chunk
-    closed, said = _closed_within(sock, 5)
+    closed, said = closed_within(sock, 5)
     assert closed and said.startswith(b"HTTP/1.1 413"), said[:80]
     assert time.monotonic() - started < 10
     assert _rss_kb(open_gw.process.pid) - before < 30_000, "memory does not grow with the claim"
-
-
-def _raw(gateway: GatewayProcess, data: bytes) -> socket.socket:
-    sock = socket.create_connection(("127.0.0.1", gateway.port))
-    sock.sendall(data)
-    return sock
-
-
-def _closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
-    """Whether the server closed the connection within ``seconds``, and what it said."""
-    sock.settimeout(seconds)
-    received = b""
-    try:
-        while chunk := sock.recv(65536):
-            received += chunk
-    except TimeoutError:
-        return False, received
-    except ConnectionResetError:
-        pass
-    finally:
-        sock.close()
-    return True, received
 
 
 def test_5_a_body_that_never_completes_is_dropped(keyed: GatewayProcess) -> None:
@@ -293,10 +271,10 @@ def test_5_a_body_that_never_completes_is_dropped(keyed: GatewayProcess) -> None
         f"x-api-key: {KEY}\r\n"
     )
     started = time.monotonic()
-    announced = _raw(keyed, (head + 'content-length: 1000\r\n\r\n{"memberId": 7, ').encode())
-    unended = _raw(keyed, (head + 'transfer-encoding: chunked\r\n\r\n5\r\n{"mem\r\n').encode())
+    announced = send_raw(keyed, (head + 'content-length: 1000\r\n\r\n{"memberId": 7, ').encode())
+    unended = send_raw(keyed, (head + 'transfer-encoding: chunked\r\n\r\n5\r\n{"mem\r\n').encode())
     for sock in (announced, unended):
-        closed, said = _closed_within(sock, TIMEOUT_S + 5)
+        closed, said = closed_within(sock, TIMEOUT_S + 5)
         assert closed, "the connection was still open"
         assert said.startswith(b"HTTP/1.1 408"), said[:80]
     assert time.monotonic() - started < TIMEOUT_S + 5
@@ -304,14 +282,14 @@ def test_5_a_body_that_never_completes_is_dropped(keyed: GatewayProcess) -> None
 
 def test_5_a_request_head_that_never_completes_is_dropped(keyed: GatewayProcess) -> None:
     started = time.monotonic()
-    idle = _raw(keyed, b"")
-    trickle = _raw(keyed, b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n")
+    idle = send_raw(keyed, b"")
+    trickle = send_raw(keyed, b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\n")
     for sock in (idle, trickle):
-        closed, _ = _closed_within(sock, TIMEOUT_S + 5)
+        closed, _ = closed_within(sock, TIMEOUT_S + 5)
         assert closed, "a connection without its headers was kept"
     assert time.monotonic() - started < TIMEOUT_S + 5
-    huge = _raw(keyed, b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"a" * 100_000)
-    closed, said = _closed_within(huge, 5)
+    huge = send_raw(keyed, b"GET /health HTTP/1.1\r\nhost: 127.0.0.1\r\nx-big: " + b"a" * 100_000)
+    closed, said = closed_within(huge, 5)
     assert closed and said.startswith(b"HTTP/1.1 431"), said[:80]
 
 
