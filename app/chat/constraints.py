@@ -224,6 +224,17 @@ _AMONG = re.compile(
 )
 
 
+#: A question has the form of one: a question mark, or an interrogative word or ending. The
+#: vote alone reads some statements of a problem as questions ("회사에서 종이컵을 너무 많이
+#: 써": 0.65 of it), and their answer then opens with what the catalogue does not say about a
+#: question nobody asked. Every labelled question (the examples, the facet sets, the fit
+#: bench's question turns) has this form.
+_ASKING = re.compile(
+    r"[?？]|어떻게|어떡|왜|뭐|무엇|무슨|언제|어디|얼마|몇|어느|어때|맞아|맞나|맞지|인가|일까"
+    r"|을까|할까|될까|되나|는지|나요|까요|냐|니\s*$"
+)
+
+
 def points_among(message: str) -> bool:
     """Whether ``message`` chooses among the challenges just shown ("그중에 돈 안 드는 거")."""
     return _AMONG.search(message.strip()) is not None
@@ -256,4 +267,6 @@ class FacetReaders:
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
         if points_among(message):
             said.add(AMONG)
+        if not _ASKING.search(message):
+            said.discard(QUESTION)
         return facets_of(said)

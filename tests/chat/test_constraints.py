@@ -165,3 +165,13 @@ def test_a_pointer_at_the_answer_just_shown_is_read_however_it_is_spaced(message
 )
 def test_other_words_with_jung_are_not_a_pointer(message: str) -> None:
     assert not points_among(message)
+
+
+def test_a_statement_of_a_problem_is_not_read_as_a_question(
+    embedder: Embedder, facets: FacetReaders
+) -> None:
+    statement = "회사에서 종이컵을 너무 많이 써"
+    question = "회사에서 종이컵 대신 뭘 쓰면 좋아?"
+    statement_vector, question_vector = embedder.embed_queries([statement, question])
+    assert not facets.read(statement, statement_vector).question
+    assert facets.read(question, question_vector).question
