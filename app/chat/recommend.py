@@ -220,14 +220,20 @@ def compose_recommend(opening: Opening) -> str:
     if opening.lead is None:
         said.append(f"지금은 알맞은 {opening.category.label} 챌린지를 찾지 못했어요.")
         return " ".join(said)
-    if opening.answer and not opening.unmet:
+    if opening.answer and opening.answer_sure and not opening.unmet:
         lead = f"'{opening.lead}'"
-        if opening.answer_sure:
-            said.append(f"{_josa(lead, '이', '가')} 바로 그 이야기를 담은 챌린지예요.")
-        else:
-            said.append(f"{_josa(lead, '을', '를')} 먼저 권해 드려요.")
+        said.append(f"{_josa(lead, '이', '가')} 바로 그 이야기를 담은 챌린지예요.")
         return " ".join(said)
-    said.append(_first_sentence(opening, variant))
+    if opening.question and not opening.unmet:
+        # The sentence above named the first challenge: this one points at it, not names it
+        # again.
+        wanted = _phrases(opening.constraints) if opening.constraints else ""
+        if wanted:
+            said.append(f"{wanted} 것 가운데서는 이 챌린지를 먼저 권해 드려요.")
+        else:
+            said.append("이 챌린지부터 시작해 보세요.")
+    else:
+        said.append(_first_sentence(opening, variant))
     if not opening.answer:
         variants = _WHY[opening.category]
         said.append(variants[variant % len(variants)])

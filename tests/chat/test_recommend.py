@@ -72,6 +72,21 @@ def test_a_question_is_answered_first_or_said_plainly_not_held() -> None:
     )
     first, second, *_ = split_sentences(related)
     assert "담겨 있지 않지만" in first and second == answer, "the closest, said to be only that"
+    unanswered_more = compose_recommend(
+        Opening(Category.ZERO_WASTE, "more", lead="텀블러로 음료 마시기", question=True)
+    )
+    for text in (related, unanswered_more):
+        assert text.count("'텀블러로 음료 마시기'") == 1, "the first challenge named once"
+    free = compose_recommend(
+        Opening(
+            Category.ZERO_WASTE,
+            "ask",
+            lead="텀블러로 음료 마시기",
+            question=True,
+            constraints=(Constraint.FREE,),
+        )
+    )
+    assert "돈이 들지 않는" in free and free.count("'텀블러로 음료 마시기'") == 1
 
 
 def test_different_messages_do_not_hear_the_same_opening() -> None:
