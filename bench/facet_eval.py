@@ -2,10 +2,14 @@
 
     .venv/bin/python bench/facet_eval.py [--split test] [--embedding-model NAME]
 
+Splits: dev and test (one facet or two, in one clause mostly); clauses_dev and clauses_test
+(situations and constraints told in two or three clauses: "바닷가 마을에 사는데 아이랑 …").
+
 bench/data/facets/test.jsonl was written apart from the examples the reader votes with
 (app/chat/data/facet_examples.jsonl) and is read only to report. Per message: its labels read
 exactly (every constraint, situation and question, none more); per label: precision and
-recall. Both readers: the embedding's and the lexical one (a burst). Prints a table; writes
+recall. Both readers: the embedding's (with its clauses, as the gateway reads, and on the whole
+message alone, to compare) and the lexical one (a burst). Prints a table; writes
 bench/results/facets.json.
 """
 
@@ -20,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.constraints import Facets  # noqa: E402
+from app.chat.constraints import Facets, clauses  # noqa: E402
 from app.chat.intent_bank import build_facets  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 
@@ -54,16 +58,24 @@ def main() -> int:
     embedder = load_embedder(args.embedding_model)
     readers = build_facets(embedder)
     vectors = embedder.embed_queries([row["text"] for row in rows])
+    # As the gateway reads them: a message told in clauses, clause by clause too.
+    parts = [
+        embedder.embed_queries(clauses(row["text"])) if clauses(row["text"]) else []
+        for row in rows
+    ]
     results: dict[str, object] = {"split": args.split, "messages": len(rows)}
     print(f"{'reader':<8} {'exact':>7}  per label (precision / recall)")
-    for name in ("dense", "lexical"):
+    # "whole": the embedding's reader on the whole message alone (no clauses), to compare.
+    for name in ("dense", "whole", "lexical"):
         exact = 0
         tp: Counter[str] = Counter()
         fp: Counter[str] = Counter()
         fn: Counter[str] = Counter()
         misses = []
-        for row, vector in zip(rows, vectors, strict=True):
-            got = labels_of(readers.read(row["text"], vector if name == "dense" else None))
+        for row, vector, pieces in zip(rows, vectors, parts, strict=True):
+            dense = name != "lexical"
+            pieces = pieces if name == "dense" else []
+            got = labels_of(readers.read(row["text"], vector if dense else None, pieces))
             want = set(row["labels"])
             exact += got == want
             if got != want:
@@ -86,7 +98,8 @@ def main() -> int:
         for miss in misses:
             print(f"    miss: {miss['text']}  want {miss['want']} got {miss['got']}")
         results[name] = {"exact": round(share, 3), "per_label": per, "misses": misses}
-    out = ROOT / "bench" / "results" / "facets.json"
+    name = "facets.json" if args.split in ("dev", "test") else f"facets_{args.split}.json"
+    out = ROOT / "bench" / "results" / name
     out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n")
     return 0
 

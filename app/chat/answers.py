@@ -8,6 +8,10 @@
          enough to be related (the answer says the catalogue does not hold that exactly, and
          quotes what is closest); else nothing (the answer says so in one sentence)
 
+The challenges the turn before showed are looked in too, as near as the best candidate, for the
+answer itself only: a question about one of them ("그건 어떻게 시작해?", "재활용은 어떻게 하는
+게 맞아?" after 분리배출) is answered from it, and it is shown again, first.
+
 The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
 without its embedding (a burst) is matched by its words instead: the sentence sharing the
 most of the question's rare terms (Korean bigrams weighted by how few of the candidates'
@@ -82,17 +86,26 @@ def find_answer(
     question: str,
     hits: Sequence[Hit],
     *,
+    shown: Sequence[Hit] = (),
     vector: npt.NDArray[np.float32] | None = None,
     bank: SentenceBank | None = None,
 ) -> Found | None:
-    """The catalogue sentence among ``hits`` that answers ``question``, or None."""
+    """The catalogue sentence among ``hits`` (and, for the answer itself, the challenges just
+    ``shown``) that answers ``question``, or None."""
+    fresh = {hit.document.id for hit in hits[:LOOK_IN]}
     candidates = [
         (place, hit, sentence)
         for place, hit in enumerate(hits[:LOOK_IN])
         for sentence in sentences_of(hit.document.body)
     ]
+    candidates += [
+        (0, hit, sentence)
+        for hit in shown
+        if hit.document.id not in fresh
+        for sentence in sentences_of(hit.document.body)
+    ]
     if vector is not None and bank is not None:
-        return _by_meaning(candidates, vector, bank)
+        return _by_meaning(candidates, vector, bank, best_candidate=hits[0] if hits else None)
     return _by_words(question, candidates)
 
 
@@ -100,6 +113,8 @@ def _by_meaning(
     candidates: list[tuple[int, Hit, str]],
     vector: npt.NDArray[np.float32],
     bank: SentenceBank,
+    *,
+    best_candidate: Hit | None,
 ) -> Found | None:
     """The nearest sentence of any candidate when it is the answer; else the nearest of the
     best candidate's, offered as the closest (a looser match does not reorder the answer)."""
@@ -113,7 +128,7 @@ def _by_meaning(
         score = cosine - PLACE_COST * place
         if best is None or score > best[0]:
             best = (score, cosine, hit, sentence)
-        if place == 0 and (closest is None or cosine > closest[0]):
+        if hit is best_candidate and (closest is None or cosine > closest[0]):
             closest = (cosine, hit, sentence)
     if best is not None and best[1] >= SURE:
         return Found(best[2], best[3])

@@ -15,6 +15,11 @@ single label may miss when a constraint comes with it. One message may say sever
 (none for a plain ask), and a label is read when the neighbours that carry it outweigh those
 that do not: by meaning, not by a list of words.
 
+A message told in clauses ("바닷가 마을에 사는데 아이랑 주말에 할 만한 거") splits the vote
+between its facets, and the whole reads neither: each clause (:func:`clauses`, cut after a
+connective of background or reason, "-는데", "-어서", "-니까", "-지만", or a comma) is read
+too, for the situation and the place and company it tells.
+
 The session keeps a turn's constraints until the user moves on (app/chat/planning.py).
 """
 
@@ -37,6 +42,7 @@ __all__ = [
     "FacetReader",
     "FacetReaders",
     "Facets",
+    "clauses",
     "points_among",
     "satisfies",
 ]
@@ -235,6 +241,37 @@ _ASKING = re.compile(
 )
 
 
+#: Where a message's clauses end: after a connective of background or reason ("사는데",
+#: "원룸인데", "많아서", "키우니까", "좋지만") or a punctuation mark. Not after "-고" ("살고
+#: 있어", "타고") or "-면" ("낮추면 줄어?"): cut there, a clause read alone said what the
+#: whole did not (bench/README.md "Facets").
+_CLAUSE_END = re.compile(
+    r"(?<=[가-힣])(?:는데|은데|인데|ㄴ데|한데|니까|라서|어서|아서|해서|지만)(?=[\s,])|[,.!?]"
+)
+#: What a clause may add to the whole's reading: the situation and the place and company it
+#: tells. Ease and cost are asked in the request itself, which the whole reads; a clause alone
+#: ("줄이고 싶은데") was read as one.
+_TOLD_IN_CLAUSES = frozenset(
+    {
+        QUESTION,
+        *_SITUATION,
+        *(c.value for c in Constraint if c not in (Constraint.EASY, Constraint.FREE)),
+    }
+)
+
+
+def clauses(message: str) -> list[str]:
+    """The clauses of a message told in several (none for a message of one)."""
+    parts, start = [], 0
+    for end in _CLAUSE_END.finditer(message):
+        parts.append(message[start : end.end()])
+        start = end.end()
+    parts.append(message[start:])
+    found = [part.strip(" ,.!?") for part in parts]
+    found = [part for part in found if len(part) >= 3]
+    return found if len(found) > 1 else []
+
+
 def points_among(message: str) -> bool:
     """Whether ``message`` chooses among the challenges just shown ("그중에 돈 안 드는 거")."""
     return _AMONG.search(message.strip()) is not None
@@ -259,12 +296,20 @@ class FacetReaders:
         self.lexical = lexical
         self._lexical_vector = lexical_vector
 
-    def read(self, message: str, vector: npt.NDArray[np.float32] | None) -> Facets:
+    def read(
+        self,
+        message: str,
+        vector: npt.NDArray[np.float32] | None,
+        parts: Sequence[npt.NDArray[np.float32]] = (),
+    ) -> Facets:
+        """``parts``: the embeddings of the message's :func:`clauses`, when it has them."""
         said = self.lexical.said(self._lexical_vector(message)) - {AMONG}
         if vector is not None:
             # "another" points at the conversation in a few words ("다른 분야로"): the words
             # decide it; the embedding, the rest.
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+            for part in parts:
+                said |= self.dense.said(part) & _TOLD_IN_CLAUSES
         if points_among(message):
             said.add(AMONG)
         if not _ASKING.search(message):

@@ -14,7 +14,8 @@ own: a general question), ``more`` (more or other challenges in the same field: 
 the label into the decision: a topic in the current category is not a switch (once something
 was shown, it is the follow-up its nearest ask, more and among examples say: "해변 플로깅은
 준비물 뭐 챙겨?" after beach plogging was shown; before, an ordinary question); "back" without
-a base-info category is an ordinary question; "more" and "among" need something shown before
+a first category (base-info's, or the first answer's) is an ordinary question, and in that
+category it starts it over without the critiques asked since; "more" and "among" need something shown before
 (a turn in the session), else they are an ordinary question; inside a
 conversation a message is refused as off-topic only when the examples say so with a clear
 margin over the on-topic reading, because refusing a follow-up costs the user more than
@@ -288,7 +289,9 @@ class IntentClassifier:
                     return Intent(_KIND_OF[follow_up])
             return Intent(IntentKind.ASK)
         if label is Label.BACK:
-            if state.base_category is None or state.base_category is state.category:
+            # Back to where the conversation began, in the same field too: "처음 골랐던 분야로
+            # 다시" there drops the critiques asked since (they end with "back").
+            if state.base_category is None:
                 return Intent(IntentKind.ASK)
             return Intent(IntentKind.BACK_TO_BASE)
         return Intent(_KIND_OF[label])

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from opentelemetry import trace
 
 from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
-from app.chat.constraints import Constraint, FacetReaders, Facets
+from app.chat.constraints import Constraint, FacetReaders, Facets, clauses
 from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
@@ -149,7 +149,7 @@ class Planner:
     async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
         state = await self._sessions.load(turn.session_id)
         query, nearest, intent = await self._understand(turn.message, state)
-        facets = self._read_facets(turn.message, query)
+        facets = await self._read_facets(turn.message, query)
         intent = with_facets(intent, facets, state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
@@ -163,6 +163,7 @@ class Planner:
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
         situation = situation_of(state, told)
+        asked_of = await self._just_shown(query, state) if facets.question and not among else ()
         ranked, found = self._ranked(
             turn.message,
             query,
@@ -172,6 +173,7 @@ class Planner:
             among=among,
             question=facets.question,
             fit=self._fit(search, pool),
+            shown=asked_of,
         )
         opening = replace(
             _opening(intent, state, category, among=among),
@@ -208,10 +210,11 @@ class Planner:
         among: bool,
         question: bool,
         fit: dict[str, float] | None,
+        shown: tuple[Hit, ...] = (),
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
-        first when it is the answer). ``fit``: :meth:`_fit` (a choice among those shown leans
-        on the topic: never fitted)."""
+        first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
+        (a choice among those shown leans on the topic: never fitted)."""
         if among:  # the one that answers it: no persona or situation reordering among them
             ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
@@ -220,11 +223,21 @@ class Planner:
             ranked = rank(pool, constraints=constraints, situation=situation, fit=fit)
         if not question:
             return ranked, None
-        found = find_answer(message, ranked.hits, vector=query.vector, bank=self._sentences)
+        found = find_answer(
+            message, ranked.hits, shown=shown, vector=query.vector, bank=self._sentences
+        )
         if found is not None:
-            rest = tuple(hit for hit in ranked.hits if hit is not found.hit)
+            answer = found.hit.document.id
+            rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)
             ranked = replace(ranked, hits=(found.hit, *rest))
         return ranked, found
+
+    async def _just_shown(self, query: _Query, state: SessionState) -> tuple[Hit, ...]:
+        """The challenges the turn before showed: a question may be about one of them."""
+        last = state.last_shown
+        if not last:
+            return ()
+        return await self._search(query, Scope(only=frozenset(last)), k=len(last)) or ()
 
     def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
@@ -235,9 +248,19 @@ class Planner:
             return None
         return self._fit_bank.fit(search.vector, (hit.document.id for hit in pool))
 
-    def _read_facets(self, message: str, query: _Query) -> Facets:
+    async def _read_facets(self, message: str, query: _Query) -> Facets:
+        """The message's facets; a message told in clauses is read clause by clause too (an
+        embedding each; none when the embedding model is busy: the whole is read alone)."""
         with _tracer.start_as_current_span("facets") as span:
-            facets = self._facets.read(message, query.vector)
+            parts: list[QueryVector] = []
+            if query.vector is not None:
+                try:
+                    for clause in clauses(message):
+                        parts.append(await self._retriever.embed(clause))
+                except EmbedderBusy:
+                    parts = []
+            facets = self._facets.read(message, query.vector, parts)
+            span.set_attribute("gateway.clauses", len(parts))
             span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
             span.set_attribute("gateway.question", facets.question)
         return facets

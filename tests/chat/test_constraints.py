@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from app.chat.constraints import Constraint, FacetReaders, Facets, points_among, satisfies
+from app.chat.constraints import (
+    Constraint,
+    FacetReaders,
+    Facets,
+    clauses,
+    points_among,
+    satisfies,
+)
 from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
@@ -105,6 +112,8 @@ def test_a_follow_up_keeps_the_constraints_and_a_new_place_replaces_the_old() ->
     switch = Intent(IntentKind.SWITCH, Category.PLOGGING)
     assert in_force(switch, Facets(), state) == set(), "moving on ends them"
     assert in_force(switch, home, state) == {Constraint.HOME}
+    back = Intent(IntentKind.BACK_TO_BASE)  # "처음 골랐던 분야로 다시", the same field or not
+    assert in_force(back, Facets(), state) == set(), "going back ends them"
 
 
 def test_a_situation_told_in_words_is_kept_and_base_info_comes_first() -> None:
@@ -175,3 +184,35 @@ def test_a_statement_of_a_problem_is_not_read_as_a_question(
     statement_vector, question_vector = embedder.embed_queries([statement, question])
     assert not facets.read(statement, statement_vector).question
     assert facets.read(question, question_vector).question
+
+
+@pytest.mark.parametrize(
+    ("message", "parts"),
+    [
+        ("바닷가 마을에 사는데 아이랑 할 만한 거", ["바닷가 마을에 사는데", "아이랑 할 만한 거"]),
+        ("자취하는데, 돈 안 드는 거", ["자취하는데", "돈 안 드는 거"]),
+        ("용기가 많아서 줄이고 싶어", ["용기가 많아서", "줄이고 싶어"]),
+        # Not cut: one clause, "-고" ("살고 있어"), "-면" ("낮추면 줄어?").
+        ("아이랑 할 만한 거", []),
+        ("산자락 마을에 살고 있어", []),
+        ("화면 밝기 낮추면 진짜 전기가 줄어?", []),
+    ],
+)
+def test_a_message_is_cut_into_clauses_after_a_connective(message: str, parts: list[str]) -> None:
+    assert clauses(message) == parts
+
+
+def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
+    embedder: Embedder, facets: FacetReaders
+) -> None:
+    message = "바닷가 마을에 사는데 아이랑 주말에 할 만한 거 있을까"
+    vector = embedder.embed_queries([message])[0]
+    parts = embedder.embed_queries(clauses(message))
+    assert _labels(facets.read(message, vector)) == set(), "the whole alone splits its vote"
+    assert _labels(facets.read(message, vector, parts)) == {"at:바닷가", "family"}
+    # A clause adds no ease or cost the request did not ask ("줄이고 싶은데" alone reads "easy").
+    asked = "사무실에 종이컵이 너무 많아서 줄이고 싶은데 동료들도 같이 할 수 있는 거"
+    read = facets.read(
+        asked, embedder.embed_queries([asked])[0], embedder.embed_queries(clauses(asked))
+    )
+    assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}

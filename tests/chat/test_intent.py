@@ -296,12 +296,13 @@ def test_a_topic_in_the_current_category_is_an_ordinary_question(toy: IntentClas
     assert toy.decide("두유 마시기", vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
-def test_back_needs_a_base_category_that_differs(toy: IntentClassifier) -> None:
+def test_back_needs_a_first_category(toy: IntentClassifier) -> None:
     back = _unit(Label.BACK)
     assert toy.decide("처음으로", back, IN_VEGAN) == Intent(IntentKind.BACK_TO_BASE)
     assert toy.decide("처음으로", back, FRESH) == Intent(IntentKind.ASK)
+    # In the first category still, "back" starts it over (the critiques since end with it).
     same = SessionState("s", base_category=Category.VEGAN, category=Category.VEGAN)
-    assert toy.decide("처음으로", back, same) == Intent(IntentKind.ASK)
+    assert toy.decide("처음으로", back, same) == Intent(IntentKind.BACK_TO_BASE)
 
 
 def test_a_named_category_wins_over_a_vague_vote(toy: IntentClassifier) -> None:

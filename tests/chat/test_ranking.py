@@ -143,3 +143,33 @@ def test_by_meaning_a_sure_answer_leads_a_related_one_is_only_offered() -> None:
     related = find_answer("?", [first, second], vector=question, bank=bank(0.87, 0.5, 0.89, 0.1))
     assert related is not None and not related.sure and related.hit is first
     assert find_answer("?", [first, second], vector=question, bank=bank(0.5, 0.5, 0.5, 0.1)) is None
+
+
+def test_a_question_about_a_challenge_just_shown_is_answered_from_it() -> None:
+    from app.chat.answers import SentenceBank
+
+    fresh = _hit("a", body="첫 문장입니다. 둘째 문장입니다.")
+    shown = _hit("b", body="답이 되는 문장입니다. 다른 문장입니다.")
+    rows = [
+        ("a", "첫 문장입니다."),
+        ("a", "둘째 문장입니다."),
+        ("b", "답이 되는 문장입니다."),
+        ("b", "다른 문장입니다."),
+    ]
+    question = np.array([1.0, 0.0], dtype=np.float32)
+
+    def bank(*cosines: float) -> SentenceBank:
+        vectors = [[c, float(np.sqrt(1 - c * c))] for c in cosines]
+        return SentenceBank(rows, np.array(vectors, dtype=np.float32))
+
+    sure = find_answer("?", [fresh], shown=[shown], vector=question, bank=bank(0.5, 0.5, 0.95, 0.1))
+    assert sure is not None and sure.sure and sure.hit is shown
+    # Only near: what was shown is not offered as "the closest"; the new candidate's is.
+    near = find_answer(
+        "?", [fresh], shown=[shown], vector=question, bank=bank(0.87, 0.5, 0.89, 0.1)
+    )
+    assert near is not None and not near.sure and near.hit is fresh
+    # By words too (a burst).
+    tumbler = _hit("t", body="물때가 끼면 베이킹소다를 푼 물에 담가 세척합니다. 매일 씁니다.")
+    worded = find_answer("텀블러 물때는 어떻게 세척해?", [fresh], shown=[tumbler])
+    assert worded is not None and worded.hit is tumbler
