@@ -60,8 +60,7 @@ def main() -> int:
     vectors = embedder.embed_queries([row["text"] for row in rows])
     # As the gateway reads them: a message told in clauses, clause by clause too.
     parts = [
-        embedder.embed_queries(clauses(row["text"])) if clauses(row["text"]) else []
-        for row in rows
+        embedder.embed_queries(clauses(row["text"])) if clauses(row["text"]) else [] for row in rows
     ]
     results: dict[str, object] = {"split": args.split, "messages": len(rows)}
     print(f"{'reader':<8} {'exact':>7}  per label (precision / recall)")
