@@ -36,7 +36,7 @@ from app.rag.corpus import Document, Traits
 from app.rag.embedder import Embedder, Vectors
 from app.rag.scope import ANYWHERE, Scope
 from app.rag.sparse import SparseEncoder
-from app.rag.store import SearchHit, VectorStore
+from app.rag.store import KEPT_RECORDS, SearchHit, VectorStore
 
 __all__ = [
     "EmbedderBusy",
@@ -136,6 +136,7 @@ class HybridRetriever:
         self._waiting: set[anyio.CancelScope] = set()
         self._confirm_max = confirm_max  # 0: no turn waits past a burst
         self._confirming = 0  # turns waiting with ``wait=True``
+        self._documents: dict[str, Document] = {}  # by point id (:meth:`_document`)
 
     @property
     def embedder(self) -> Embedder:
@@ -177,13 +178,23 @@ class HybridRetriever:
         )
         return [
             Hit(
-                _document(hit.payload),
+                self._document(hit.point_id, hit.payload),
                 float(np.dot(vector, hit.dense))
                 if vector is not None and hit.dense is not None
                 else 0.0,
             )
             for hit in hits
         ]
+
+    def _document(self, point_id: str, payload: dict[str, Any]) -> Document:
+        """The hit's document, read from its payload once (by its point id: the hash of its
+        content, app/rag/ingest.py)."""
+        document = self._documents.get(point_id)
+        if document is None:
+            if len(self._documents) >= KEPT_RECORDS:
+                self._documents.clear()
+            document = self._documents[point_id] = _document(payload)
+        return document
 
     @property
     def embeddings_waiting(self) -> int:

@@ -134,6 +134,12 @@ class _Stored(Protocol):
     def vector(self) -> Any: ...
 
 
+#: Records a store keeps read (payload and dense vector): the bundled corpus is 408 points,
+#: about 1.6 KB each; past this many the kept ones are dropped and read again.
+KEPT_RECORDS = 4096
+_Record = tuple[dict[str, Any], "npt.NDArray[np.float32] | None"]
+
+
 @dataclass(frozen=True, slots=True)
 class SearchHit:
     point_id: str
@@ -195,6 +201,7 @@ class VectorStore(abc.ABC):
         payloads: Sequence[dict[str, Any]],
     ) -> None:
         rows = zip(point_ids, dense.tolist(), sparse, payloads, strict=True)
+        self._kept.pop(name, None)  # an id rewritten by another writer reads afresh
         self._write(name, [Point(*row) for row in rows])
 
     @abc.abstractmethod
@@ -216,20 +223,33 @@ class VectorStore(abc.ABC):
     def _fetch(self, name: str, point_ids: Sequence[str]) -> Iterable[_Stored]:
         """These points that exist, with their payload and their dense vector."""
 
-    def _records(
-        self, name: str, point_ids: Sequence[str]
-    ) -> dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]]:
-        """Payload and dense vector of each of these points that exists."""
+    def _records(self, name: str, point_ids: Sequence[str]) -> dict[str, _Record]:
+        """Payload and dense vector of each of these points that exists: read from the engine
+        once, then kept (shared, never to be changed: a point's id is the hash of its content,
+        app/rag/ingest.py, so what is kept under an id is what the engine holds under it)."""
         if not point_ids:
             return {}
-        out: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32] | None]] = {}
-        for point in self._fetch(name, point_ids):
-            vectors = point.vector
-            dense = None
-            if isinstance(vectors, dict) and DENSE in vectors:
-                dense = np.asarray(vectors[DENSE], dtype=np.float32)
-            out[str(point.id)] = (dict(point.payload or {}), dense)
-        return out
+        kept = self._kept.setdefault(name, {})
+        missing = [point_id for point_id in point_ids if point_id not in kept]
+        if missing:
+            if len(kept) + len(missing) > KEPT_RECORDS:
+                kept.clear()
+            for point in self._fetch(name, missing):
+                vectors = point.vector
+                dense = None
+                if isinstance(vectors, dict) and DENSE in vectors:
+                    dense = np.asarray(vectors[DENSE], dtype=np.float32)
+                kept[str(point.id)] = (dict(point.payload or {}), dense)
+        return {point_id: kept[point_id] for point_id in point_ids if point_id in kept}
+
+    @property
+    def _kept(self) -> dict[str, dict[str, _Record]]:
+        """The records read so far, by collection (see :meth:`_records`)."""
+        try:
+            return self.__kept
+        except AttributeError:
+            self.__kept: dict[str, dict[str, _Record]] = {}
+            return self.__kept
 
     def search(
         self,

@@ -91,6 +91,35 @@ def test_ingest_is_idempotent_and_replaces_edited_documents(
     assert any_store.count(COLLECTION) == 24
 
 
+def test_a_point_is_read_back_once_and_an_edit_reads_afresh(
+    any_store: VectorStore,
+    embedder: Embedder,
+    small_corpus: list[Document],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ingest(any_store, COLLECTION, embedder, small_corpus)
+    fetched: list[str] = []
+    fetch = any_store._fetch
+
+    def counted(name: str, point_ids: list[str]) -> object:
+        fetched.extend(point_ids)
+        return fetch(name, point_ids)
+
+    monkeypatch.setattr(any_store, "_fetch", counted)
+    retriever = HybridRetriever(any_store, COLLECTION, embedder)
+    first = retriever.search("해변 쓰레기 줍기", k=5)
+    assert len(fetched) == 5
+    again = retriever.search("해변 쓰레기 줍기", k=5)
+    assert len(fetched) == 5, "the second search reads nothing back"
+    assert [h.document for h in again] == [h.document for h in first]
+    lead = first[0].document
+    source = next(d for d in small_corpus if d.id == lead.id)
+    edited = [replace(source, body=source.body + " 오늘부터 시작해요."), *small_corpus]
+    ingest(any_store, COLLECTION, embedder, [d for d in edited if d is not source])
+    bodies = {h.document.id: h.document.body for h in retriever.search("해변 쓰레기 줍기", k=5)}
+    assert bodies[lead.id].endswith("오늘부터 시작해요.")
+
+
 def test_collection_of_another_width_is_refused(any_store: VectorStore, tmp_path: Path) -> None:
     assert any_store.ensure_collection(COLLECTION, 384)
     assert not any_store.ensure_collection(COLLECTION, 384)
