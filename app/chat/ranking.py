@@ -84,7 +84,9 @@ def rank(
         if traits is not None:
             value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
             if not traits.anyone and not _persona_known(situation, document):
-                value -= NARROW_PENALTY
+                # Written for someone the user is not known to be: no lift for the part of
+                # the situation it shares either (a building-site worker's job is not a boat).
+                return value - NARROW_PENALTY
         if not situation.given:
             if situation.location and situation.location in document.locations:
                 value += TOLD_BONUS

@@ -25,6 +25,7 @@ def _hit(
     places: tuple[str, ...] = ("home",),
     anyone: bool = True,
     locations: tuple[str, ...] = ("도시",),
+    work_types: tuple[str, ...] = ("사무직",),
     body: str = "설명 한 문장입니다. 두 번째 문장입니다.",
     title: str = "",
 ) -> Hit:
@@ -35,7 +36,7 @@ def _hit(
         body,
         Category.ZERO_WASTE,
         locations,
-        ("사무직",),
+        work_types,
         (),
         "",
         traits,
@@ -69,6 +70,10 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     hits = [boat, _hit("b"), _hit("c")]
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b", "a job alone"
     assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "boat", "its place told"
+    # The job it shares lifts it no nearer: a building-site worker is not on a boat.
+    boat = _hit("boat", effort="easy", anyone=False, locations=("바닷가",), work_types=("현장직",))
+    hits = [boat, _hit("b"), _hit("c")]
+    assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b"
 
 
 def test_a_situation_told_in_words_lifts_what_is_tagged_for_it() -> None:
