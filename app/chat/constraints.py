@@ -43,6 +43,7 @@ __all__ = [
     "FacetReaders",
     "Facets",
     "clauses",
+    "leaving_aside",
     "points_among",
     "satisfies",
 ]
@@ -270,6 +271,19 @@ def clauses(message: str) -> list[str]:
     found = [part.strip(" ,.!?") for part in parts]
     found = [part for part in found if len(part) >= 3]
     return found if len(found) > 1 else []
+
+
+#: What a user leaves when asking for another field ("종이 얘기는 됐고 아예 다른 분야로", "비건
+#: 말고 다른 거"): the words up to it name the old subject, and searched with, they found it
+#: again in another field (이면지 after "종이 얘기는 됐고").
+_LEAVING = re.compile(r"^.*?(?:말고|빼고|됐고|됐으니|제외하고|그만하고)(?=[\s,.]|$)")
+
+
+def leaving_aside(message: str) -> str:
+    """``message`` without the words naming what the user leaves (the whole message when it
+    names nothing left, or nothing else)."""
+    rest = _LEAVING.sub("", message, count=1).strip(" ,.")
+    return rest if re.search(r"[가-힣].*[가-힣]", rest) else message
 
 
 def points_among(message: str) -> bool:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from opentelemetry import trace
 
 from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
-from app.chat.constraints import Constraint, FacetReaders, Facets, clauses
+from app.chat.constraints import Constraint, FacetReaders, Facets, clauses, leaving_aside
 from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
@@ -157,6 +157,8 @@ class Planner:
         told = told_so_far(facets, state)
         critique = bool(facets.constraints)
         topic, search = _subject(turn.message, query, intent, state, critique=critique)
+        if intent.kind is IntentKind.ANOTHER:
+            topic, search = await self._leaving_aside(turn.message, search)
         category, pool = await self._choose(search, intent, state, nearest, constraints)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
@@ -238,6 +240,20 @@ class Planner:
         if not last:
             return ()
         return await self._search(query, Scope(only=frozenset(last)), k=len(last)) or ()
+
+    async def _leaving_aside(self, message: str, query: _Query) -> tuple[str, _Query]:
+        """Another field asked for: the search is for what the message wants, not for what it
+        leaves (:func:`leaving_aside`; its own embedding, or its words in a burst)."""
+        wanted = leaving_aside(message)
+        if wanted == message:
+            return message, query
+        vector: QueryVector | None = None
+        if not query.lexical:
+            try:
+                vector = await self._retriever.embed(wanted)
+            except EmbedderBusy:
+                pass
+        return wanted, _Query(wanted, vector, lexical=vector is None)
 
     def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);

@@ -14,6 +14,7 @@ from app.chat.constraints import (
     FacetReaders,
     Facets,
     clauses,
+    leaving_aside,
     points_among,
     satisfies,
 )
@@ -216,3 +217,22 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
         asked, embedder.embed_queries([asked])[0], embedder.embed_queries(clauses(asked))
     )
     assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}
+
+
+@pytest.mark.parametrize(
+    ("message", "wanted"),
+    [
+        (
+            "종이 얘기는 됐고 아예 다른 분야로, 사무실에서 할 수 있는 거",
+            "아예 다른 분야로, 사무실에서 할 수 있는 거",
+        ),
+        ("비건 말고 다른 거", "다른 거"),
+        ("플라스틱 빼고 딴 분야에서 골라줘", "딴 분야에서 골라줘"),
+        # Nothing left aside, or nothing else said: the whole message.
+        ("아예 다른 분야로 가 보자", "아예 다른 분야로 가 보자"),
+        ("비건 말고", "비건 말고"),
+        ("말고기 요리는 어때", "말고기 요리는 어때"),
+    ],
+)
+def test_another_field_is_searched_without_what_the_user_leaves(message: str, wanted: str) -> None:
+    assert leaving_aside(message) == wanted
