@@ -12,8 +12,8 @@ keeps, and for questions the documents that hold the answer. Tune on dev; test i
 report.
 
 Each conversation runs its turns in order in its own session; ``--concurrency`` conversations
-at once. Per answer (bench/fit_scoring.py): first_fits, share_fits, rule_kept, speaks,
-openings_distinct, answered, and reader (every bench/reader_checks.py check). Prints a table
+at once. Per answer (bench/fit_scoring.py): first_fits, share_fits, rule_kept, rule_by_traits,
+speaks, openings_distinct, answered, and reader (every bench/reader_checks.py check). Prints a table
 per metric (overall and per kind of turn), the failures, and the close times; writes
 bench/results/fit_<label>.json.
 """
@@ -46,6 +46,7 @@ from bench.fit_scoring import (  # noqa: E402
     answered,
     first_fits,
     fitting,
+    rule_by_traits,
     rule_kept,
     shown_ids,
     speaks,
@@ -54,7 +55,15 @@ from bench.fit_scoring import (  # noqa: E402
 from bench.reader_checks import judge, passed  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "fit"
-METRICS = ("first_fits", "share_fits", "rule_kept", "speaks", "openings_distinct", "answered")
+METRICS = (
+    "first_fits",
+    "share_fits",
+    "rule_kept",
+    "rule_by_traits",
+    "speaks",
+    "openings_distinct",
+    "answered",
+)
 
 
 def load(split: str) -> list[dict[str, Any]]:
@@ -98,6 +107,7 @@ async def conversation(
         score = {
             "first_fits": first_fits(ids, label),
             "rule_kept": rule_kept(ids, label, turn.recommend, earlier_ids, previous_ids),
+            "rule_by_traits": rule_by_traits(ids, label, turn.recommend, earlier_ids, previous_ids),
             "speaks": speaks(turn, label, told),
             "answered": answered(ids, label, turn.recommend),
             "reader": passed(problems),

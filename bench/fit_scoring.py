@@ -9,6 +9,10 @@ and the turn's label (bench/data/fit/), never the gateway's internals:
                        session, "among" stays within the previous answer; and every shown
                        challenge satisfies the constraints (is in ``ok``), or, when none does,
                        the recommend says plainly that none fits
+    rule_by_traits     the same rule with the constraints read off the catalogue's traits
+                       (effort, cost, places, company) instead of ``ok``: ``ok`` also asks
+                       that the challenge fit the conversation's topic, which share_fits
+                       measures; this tells a rule broken from a topic missed
     speaks             the recommend names the first challenge or the user's concern, and is
                        not the message said back
     answered           a question gets the catalogue's sentence that answers it and the
@@ -23,13 +27,21 @@ them on fixed strings.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from bench.reader_checks import CatalogueDoc, Turn, catalogue, check_echo, split_sentences
+from bench.reader_checks import (
+    CORPUS,
+    CatalogueDoc,
+    Turn,
+    catalogue,
+    check_echo,
+    split_sentences,
+)
 
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
@@ -233,6 +245,54 @@ def rule_kept(
     if ids and inside == len(ids):
         return True
     # Nothing shown, or nothing shown that fits: kept only when the answer says so plainly.
+    return inside == 0 and says_none_fits(recommend)
+
+
+@cache
+def catalogue_traits() -> dict[str, Mapping[str, Any]]:
+    """Each document's traits as the catalogue states them (the bench reads the file itself)."""
+    lines = CORPUS.read_text(encoding="utf-8").splitlines()
+    rows = [json.loads(line) for line in lines if line.strip()]
+    return {row["id"]: row for row in rows if "effort" in row}
+
+
+def satisfies_by_traits(doc_id: str | None, constraints: Iterable[str]) -> bool:
+    """Whether the catalogue's traits of ``doc_id`` satisfy every constraint: "easy" is effort
+    easy, "free" is cost free, a place or company is among the document's."""
+    row = catalogue_traits().get(doc_id or "")
+    if row is None:
+        return False
+    for constraint in constraints:
+        if constraint == "easy":
+            ok = row["effort"] == "easy"
+        elif constraint == "free":
+            ok = row["cost"] == "free"
+        else:
+            ok = constraint in row.get("places", ()) or constraint in row.get("company", ())
+        if not ok:
+            return False
+    return True
+
+
+def rule_by_traits(
+    ids: Sequence[str | None],
+    label: Mapping[str, Any],
+    recommend: str,
+    earlier: Sequence[str | None],
+    previous: Sequence[str | None],
+) -> bool | None:
+    """:func:`rule_kept`, the constraints judged by the catalogue's traits, not ``ok``."""
+    if not rule_applies(label):
+        return None
+    relation = label.get("relation")
+    if relation == "new" and any(i in set(earlier) for i in ids):
+        return False
+    if relation == "among" and any(i not in set(previous) for i in ids):
+        return False
+    constraints = label.get("constraints") or ()
+    inside = sum(1 for i in ids if satisfies_by_traits(i, constraints))
+    if ids and inside == len(ids):
+        return True
     return inside == 0 and says_none_fits(recommend)
 
 

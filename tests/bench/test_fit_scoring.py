@@ -182,3 +182,21 @@ def test_a_generic_sentence_that_shares_only_a_common_word_does_not_speak() -> N
     recommend = "작은 습관 하나가 버려지는 쓰레기를 눈에 띄게 줄여 줘요."
     assert not speaks(_turn(recommend, [OFFICE_CUP], message), _label(), [])
     assert speaks(_turn("배달 앱 설정부터 바꿔 보세요.", [OFFICE_CUP], message), _label(), [])
+
+
+def test_the_rule_by_traits_reads_the_catalogues_traits_not_the_topic() -> None:
+    from bench.fit_scoring import catalogue_traits, rule_by_traits, satisfies_by_traits
+
+    traits = catalogue_traits()
+    free = [i for i, row in traits.items() if row["cost"] == "free"][:2]
+    paid = next(i for i, row in traits.items() if row["cost"] != "free")
+    label = _label(kind="critique", relation="new", constraints=["free"], ok=[])
+    assert all(satisfies_by_traits(i, ["free"]) for i in free)
+    assert not satisfies_by_traits(paid, ["free"]) and not satisfies_by_traits(None, ["free"])
+    # Outside ``ok`` (the topic) but free: the rule is kept; rule_kept says otherwise.
+    assert rule_by_traits(free, label, "", [], []) is True
+    assert rule_kept(free, label, "", [], []) is False
+    assert rule_by_traits([*free, paid], label, "", [], []) is False
+    assert rule_by_traits(free, label, "", [free[0]], []) is False  # shown again
+    home = next(i for i, row in traits.items() if "home" in row["places"])
+    assert satisfies_by_traits(home, ["home"])
