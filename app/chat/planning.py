@@ -31,7 +31,14 @@ from dataclasses import dataclass, replace
 
 from opentelemetry import trace
 
-from app.chat.answers import Found, SentenceBank, find_answer, sentences_of
+from app.chat.answers import (
+    Found,
+    SentenceBank,
+    asks_how,
+    find_answer,
+    instruction,
+    sentences_of,
+)
 from app.chat.constraints import Constraint, FacetReaders, Facets, clauses, leaving_aside
 from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
@@ -159,7 +166,12 @@ class Planner:
         topic, search = _subject(turn.message, query, intent, state, critique=critique)
         if intent.kind is IntentKind.ANOTHER:
             topic, search = await self._leaving_aside(turn.message, search)
-        category, pool = await self._choose(search, intent, state, nearest, constraints)
+        # "그 중에" points into a list (the one a choice among it came from); "이거" at the
+        # answer just shown.
+        pointed = state.last_list if facets.among else state.last_shown
+        category, pool = await self._choose(
+            search, intent, state, nearest, constraints, pointed=pointed
+        )
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -228,6 +240,8 @@ class Planner:
         found = find_answer(
             message, ranked.hits, shown=shown, vector=query.vector, bank=self._sentences
         )
+        if found is None and among and ranked.hits and asks_how(message):
+            found = instruction(ranked.hits[0])  # "이거 어떻게 시작해?": what its text says to do
         if found is not None:
             answer = found.hit.document.id
             rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)
@@ -374,13 +388,19 @@ class Planner:
         state: SessionState,
         nearest: tuple[Hit, ...],
         constraints: frozenset[Constraint],
+        *,
+        pointed: tuple[str, ...] = (),
     ) -> tuple[Category, tuple[Hit, ...]]:
-        """The answer's category and its candidates, in retrieval's order."""
+        """The answer's category and its candidates, in retrieval's order (a choice among
+        those ``pointed`` at: in the order they were shown)."""
         kind = intent.kind
-        if kind is IntentKind.AMONG and state.last_shown:
-            last = state.last_shown
+        if kind is IntentKind.AMONG and pointed:
+            last = pointed
             among = await self._search(query, Scope(only=frozenset(last)), k=len(last))
             if among:
+                # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the
+                # answer as the user read it, whose first was the best for what was asked.
+                among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
                 return state.category or among[0].document.category, among
         if kind is IntentKind.ANOTHER:
             category: Category | None = await self._another_field(query, state, constraints)

@@ -88,6 +88,20 @@ class SessionState:
                 return turn.shown
         return ()
 
+    @property
+    def last_list(self) -> tuple[str, ...]:
+        """The list "그 중에" points into: the last answer that showed any, or, when that answer
+        only chose among the one before it (fewer, all shown there), that one's."""
+        answers = [turn.shown for turn in self.turns if turn.shown]
+        if not answers:
+            return ()
+        pointed = answers[-1]
+        for earlier in reversed(answers[:-1]):
+            if not set(pointed) < set(earlier):
+                break
+            pointed = earlier
+        return pointed
+
 
 @dataclass(frozen=True, slots=True)
 class SessionUpdate:

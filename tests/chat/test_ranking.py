@@ -178,3 +178,15 @@ def test_a_question_about_a_challenge_just_shown_is_answered_from_it() -> None:
     tumbler = _hit("t", body="물때가 끼면 베이킹소다를 푼 물에 담가 세척합니다. 매일 씁니다.")
     worded = find_answer("텀블러 물때는 어떻게 세척해?", [fresh], shown=[tumbler])
     assert worded is not None and worded.hit is tumbler
+
+
+def test_asked_how_to_do_one_the_answer_is_what_its_text_says_to_do() -> None:
+    from app.chat.answers import asks_how, instruction
+
+    assert asks_how("이거 어떻게 시작하면 돼?") and asks_how("그거 어떻게 하는 거야?")
+    assert asks_how("시작하는 방법 알려줘")
+    assert not asks_how("이거 효과 있어?") and not asks_how("둘이 어떻게 달라?")
+    told = _hit("t", body="텀블러를 가방에 넣어 다니세요. 컵 하나가 줄어듭니다.")
+    found = instruction(told)
+    assert found is not None and found.sentence == "텀블러를 가방에 넣어 다니세요." and found.sure
+    assert instruction(_hit("n", body="종이컵은 재활용이 어렵습니다. 그래서 줄입니다.")) is None

@@ -42,3 +42,19 @@ async def test_expired_session_starts_over(monkeypatch: pytest.MonkeyPatch) -> N
     assert (await store.load("s")).category is None
     await store.record("other")
     assert len(store) == 1
+
+
+def test_among_points_into_the_list_a_choice_among_it_came_from() -> None:
+    from app.chat.sessions import SessionState
+
+    def turn(*shown: str) -> Turn:
+        return Turn("?", "{}", Category.VEGAN, shown)
+
+    listed = turn("a", "b", "c")
+    chosen = turn("b")  # "그 중에 돈 안 드는 거"
+    state = SessionState("s", turns=(listed, chosen))
+    assert state.last_shown == ("b",)  # "이거 어떻게 해?": the answer just shown
+    assert state.last_list == ("a", "b", "c")  # "그 중에 …" again: the list
+    fresh = SessionState("s", turns=(listed, chosen, turn("d", "e")))
+    assert fresh.last_list == ("d", "e")  # new ones shown since: those
+    assert SessionState("s").last_list == ()
