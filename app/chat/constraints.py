@@ -18,7 +18,7 @@ that do not: by meaning, not by a list of words.
 A message told in clauses ("바닷가 마을에 사는데 아이랑 주말에 할 만한 거") splits the vote
 between its facets, and the whole reads neither: each clause (:func:`clauses`, cut after a
 connective of background or reason, "-는데", "-어서", "-니까", "-지만", or a comma) is read
-too, for the situation and the place and company it tells.
+too, for the situation, the place and company, and a question it tells.
 
 The session keeps a turn's constraints until the user moves on (app/chat/planning.py).
 """
@@ -249,9 +249,9 @@ _ASKING = re.compile(
 _CLAUSE_END = re.compile(
     r"(?<=[가-힣])(?:는데|은데|인데|ㄴ데|한데|니까|라서|어서|아서|해서|지만)(?=[\s,])|[,.!?]"
 )
-#: What a clause may add to the whole's reading: the situation and the place and company it
-#: tells. Ease and cost are asked in the request itself, which the whole reads; a clause alone
-#: ("줄이고 싶은데") was read as one.
+#: What a clause may add to the whole's reading: the situation, the place and company, and a
+#: question it tells. Ease and cost are asked in the request itself, which the whole reads; a
+#: clause alone ("줄이고 싶은데") was read as one.
 _TOLD_IN_CLAUSES = frozenset(
     {
         QUESTION,

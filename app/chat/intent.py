@@ -15,8 +15,8 @@ the label into the decision: a topic in the current category is not a switch (on
 was shown, it is the follow-up its nearest ask, more and among examples say: "해변 플로깅은
 준비물 뭐 챙겨?" after beach plogging was shown; before, an ordinary question); "back" without
 a first category (base-info's, or the first answer's) is an ordinary question, and in that
-category it starts it over without the critiques asked since; "more" and "among" need something shown before
-(a turn in the session), else they are an ordinary question; inside a
+category it starts it over without the critiques asked since; "more" and "among" need something
+shown before (a turn in the session), else they are an ordinary question; inside a
 conversation a message is refused as off-topic only when the examples say so with a clear
 margin over the on-topic reading, because refusing a follow-up costs the user more than
 answering a stray question.
