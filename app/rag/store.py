@@ -230,7 +230,9 @@ class VectorStore(abc.ABC):
         if not point_ids:
             return {}
         kept = self._kept.setdefault(name, {})
-        missing = [point_id for point_id in point_ids if point_id not in kept]
+        # Read each kept record once: a search in a worker thread may clear them meanwhile.
+        found = {p: record for p in point_ids if (record := kept.get(p)) is not None}
+        missing = [point_id for point_id in point_ids if point_id not in found]
         if missing:
             if len(kept) + len(missing) > KEPT_RECORDS:
                 kept.clear()
@@ -239,8 +241,9 @@ class VectorStore(abc.ABC):
                 dense = None
                 if isinstance(vectors, dict) and DENSE in vectors:
                     dense = np.asarray(vectors[DENSE], dtype=np.float32)
-                kept[str(point.id)] = (dict(point.payload or {}), dense)
-        return {point_id: kept[point_id] for point_id in point_ids if point_id in kept}
+                point_id = str(point.id)
+                found[point_id] = kept[point_id] = (dict(point.payload or {}), dense)
+        return found
 
     @property
     def _kept(self) -> dict[str, dict[str, _Record]]:
