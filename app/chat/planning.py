@@ -267,6 +267,8 @@ class Planner:
                 vector = await self._retriever.embed(wanted)
             except EmbedderBusy:
                 pass
+            except Exception:  # searched by its words, as in a burst
+                log.warning("the wanted words' embedding failed; searched by words", exc_info=True)
         return wanted, _Query(wanted, vector, lexical=vector is None)
 
     def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
@@ -288,6 +290,9 @@ class Planner:
                     for clause in clauses(message):
                         parts.append(await self._retriever.embed(clause))
                 except EmbedderBusy:
+                    parts = []
+                except Exception:  # the clauses only add to the whole's reading
+                    log.warning("a clause's embedding failed; the whole is read", exc_info=True)
                     parts = []
             facets = self._facets.read(message, query.vector, parts)
             span.set_attribute("gateway.clauses", len(parts))

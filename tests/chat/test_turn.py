@@ -228,3 +228,41 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
     assert "".join(e.text for e in events if isinstance(e, Delta)) == expected_display_text()
     question = scripted.chat_requests[-1]["body"]["messages"][-1]["content"]
     assert "산" in question and "후보" not in question  # the model writes the whole answer
+
+
+class _ClauseEmbeddingFails:
+    """The whole message embeds; its clauses' embeddings fail (a remote embedder falling
+    over between two calls). Searches find nothing."""
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
+        self.embedded.append(query)
+        if len(self.embedded) > 1:
+            raise httpx.ConnectError("embedder at 10.0.0.9:8000 refused")
+        return TOPIC_VECTOR
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        return []
+
+
+async def test_a_clause_the_embedder_fails_on_leaves_the_whole_to_be_read(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    retriever = _ClauseEmbeddingFails()
+    message = "바닷가에 사는데 두유 마시기"
+    async with build_http_client(settings) as http:
+        service = _service(http, settings, retriever)
+        events = [e async for e in service.free_text(_free_text(message), _Open())]
+    assert retriever.embedded == [message, "바닷가에 사는데"]  # the first clause failed
+    assert isinstance(events[-1], Done)
