@@ -11,6 +11,11 @@ way (``IntentClassifier.decide``):
 - ``knn+catalogue``: the gateway's classifier: ``knn``, with the categories of the message's
   10 nearest catalogue documents as evidence of its category (``catalogue_evidence``,
   ``CATALOGUE_WEIGHT``; the corpus is embedded into an in-memory store first, about a minute);
+- ``served``: what the gateway decides, all of it: ``knn`` with the evidence of the nearest
+  documents and of the best-fitting ones (``fused_evidence``, app/chat/fit.py), read again
+  with the message's facets (``with_facets``: "그 중에 …" by its grammar is a choice among
+  those shown, "아예 다른 분야로, …" by its words another field; each history turn counts as
+  having shown challenges, as it did);
 - ``lexical+confirm+catalogue``: the gateway in a burst: ``lexical+confirm`` with the evidence
   of a search by words alone;
 - ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
@@ -41,7 +46,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.chat.constraints import clauses  # noqa: E402
+from app.chat.follow_up import with_facets  # noqa: E402
 from app.chat.intent import (  # noqa: E402
     Evidence,
     Intent,
@@ -58,13 +65,16 @@ from app.chat.intent import (  # noqa: E402
     IntentKind,
     Label,
     catalogue_evidence,
+    fused_evidence,
 )
 from app.chat.intent_bank import (  # noqa: E402
     BUNDLED_EXAMPLES,
+    build_facets,
     build_intents,
     example_vectors,
     load_examples,
 )
+from app.chat.sentence_bank import build_fit_bank  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.domain.categories import Category  # noqa: E402
 from app.rag.corpus import load_corpus  # noqa: E402
@@ -74,6 +84,7 @@ from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
 from app.rag.store_edge import EdgeStore  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "intent"
+CORPUS = ROOT / "app" / "rag" / "data" / "challenges.jsonl"
 RESULTS = ROOT / "bench" / "results" / "intent.json"
 CLASSES = ("switch", "ask", "more", "among", "another", "back", "off_topic", "nonsense")
 ON_TOPIC = frozenset({"switch", "ask", "more", "among", "another", "back"})
@@ -234,22 +245,53 @@ def evaluate(
     }
 
 
-def _catalogue(embedder: Embedder) -> Callable[[str, np.ndarray | None], Evidence | None]:
-    """What the gateway's catalogue says of a message's category: its 10 nearest documents
-    (by its embedding, or by its words alone when there is none)."""
+def _nearest(embedder: Embedder) -> Callable[[str, np.ndarray | None], list[Category]]:
+    """The categories of a message's 10 nearest catalogue documents (by its embedding, or by
+    its words alone when there is none)."""
     store = EdgeStore(":memory:")
-    ingest(
-        store, "intent", embedder, load_corpus(ROOT / "app" / "rag" / "data" / "challenges.jsonl")
-    )
+    ingest(store, "intent", embedder, load_corpus(CORPUS))
     store.optimize("intent")
     retriever = HybridRetriever(store, "intent", embedder)
 
-    def evidence(message: str, vector: np.ndarray | None) -> Evidence | None:
+    def nearest(message: str, vector: np.ndarray | None) -> list[Category]:
         mode = SearchMode.LEXICAL if vector is None else SearchMode.HYBRID
         hits = retriever.search(message, k=10, vector=vector, mode=mode)
-        return catalogue_evidence([hit.document.category for hit in hits])
+        return [hit.document.category for hit in hits]
+
+    return nearest
+
+
+def _catalogue(
+    nearest: Callable[[str, np.ndarray | None], list[Category]],
+) -> Callable[[str, np.ndarray | None], Evidence | None]:
+    """What the gateway's catalogue says of a message's category: its nearest documents'."""
+
+    def evidence(message: str, vector: np.ndarray | None) -> Evidence | None:
+        return catalogue_evidence(nearest(message, vector))
 
     return evidence
+
+
+def _served(
+    embedder: Embedder,
+    knn: IntentClassifier,
+    nearest: Callable[[str, np.ndarray | None], list[Category]],
+) -> Callable[[Turn_, np.ndarray], Intent]:
+    """The gateway's whole reading of a turn with its embedding (``served`` above)."""
+    fit = build_fit_bank(embedder, CORPUS)
+    facets = build_facets(embedder)
+
+    def decide(turn: Turn_, vector: np.ndarray) -> Intent:
+        evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))
+        # Each earlier turn showed challenges (the history's answers list them).
+        shown = tuple(replace(t, shown=(f"shown-{i}",)) for i, t in enumerate(turn.state.turns))
+        state = replace(turn.state, turns=shown)
+        intent = knn.decide(turn.message, vector, state, evidence=evidence)
+        parts = clauses(turn.message)
+        pieces = list(embedder.embed_queries(parts)) if parts else []
+        return with_facets(intent, facets.read(turn.message, vector, pieces), state)
+
+    return decide
 
 
 def _confirmed(
@@ -364,7 +406,7 @@ def _pairs(confusion: dict[str, int]) -> list[tuple[tuple[str, str], int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--split", choices=["dev", "test", "both"], default="both")
-    parser.add_argument("--designs", default="knn,knn+catalogue,lexical,prototype,logreg")
+    parser.add_argument("--designs", default="knn,knn+catalogue,served,lexical,prototype,logreg")
     parser.add_argument("--llm-url", help="an OpenAI-compatible base URL: adds the llm design")
     parser.add_argument("--llm-model")
     parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES, help="the example bank")
@@ -378,7 +420,9 @@ def main() -> int:
     splits = ["dev", "test"] if args.split == "both" else [args.split]
     designs: dict[str, IntentClassifier] = {}
     wanted = args.designs.split(",")
-    evidence = _catalogue(embedder) if "knn+catalogue" in wanted else None
+    needs_catalogue = "knn+catalogue" in wanted or "served" in wanted
+    nearest = _nearest(embedder) if needs_catalogue else None
+    evidence = _catalogue(nearest) if nearest is not None else None
     for name in wanted:
         if name == "knn":
             designs[name] = IntentClassifier(examples, bank)
@@ -405,6 +449,9 @@ def main() -> int:
             runs["knn+catalogue"] = lambda t, v, knn=knn: knn.decide(
                 t.message, v, t.state, evidence=evidence(t.message, v)
             )
+        if nearest is not None and "served" in wanted:
+            knn = IntentClassifier(examples, bank)
+            runs["served"] = _served(embedder, knn, nearest)
         if "lexical" in wanted:
             intents = build_intents(embedder, args.examples)
             runs["lexical"] = (lambda i: lambda t, _: i.decide(t.message, None, t.state))(intents)

@@ -26,6 +26,8 @@ a Hangul syllable nor a Latin word ("ㅁㄴㅇㄹ", "?!?!") is nonsense, and a m
 exactly one category by its label or code ("비건", "ENERGY_SAVING") is about that category
 unless its label is "another" ("비건 말고 다른 분야"); for "more" and "among" a name of the
 current category keeps the label ("비건 챌린지 더 없어?" in VEGAN asks for more of them).
+A third: "back" is to the start only when the message says the start ("처음", "원래",
+"기본", "먼저", "base"); "책 얘기로 다시 돌아갈래" goes back to the topic it names, a switch.
 
 When the embedding model is busy (a burst: every turn waits its turn on it), a turn can be read
 through its lexical vector instead (``app.rag.lexical``): :class:`IntentClassifiers` holds both
@@ -51,6 +53,7 @@ from app.chat.sessions import SessionState
 from app.domain.categories import Category
 
 __all__ = [
+    "ASK_EVIDENCE_WEIGHT",
     "CATALOGUE_WEIGHT",
     "Evidence",
     "Example",
@@ -60,6 +63,7 @@ __all__ = [
     "IntentKind",
     "Label",
     "catalogue_evidence",
+    "fused_evidence",
     "named_category",
     "normalize_message",
 ]
@@ -109,6 +113,9 @@ _CATEGORIES = tuple(Category)
 _KEEPS_A_NAME = frozenset({Label.TOPIC, Label.ANOTHER, Label.MORE, Label.AMONG})
 _FOLLOW_UPS = (Label.ASK, Label.MORE, Label.AMONG)
 _HANGUL_SYLLABLE = re.compile(r"[가-힣]")
+#: What "back" to the start says of the start: a closed class of words (every labelled "back"
+#: to base-info's category says one; "다시 출퇴근 얘기로" names a topic instead).
+_THE_START = re.compile(r"처음|첨|원래|기본|먼저|설정|맨\s*앞|base|first|original|start", re.I)
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 # Labels and codes as people type them: any case, spaces and underscores optional.
 _NAMES: tuple[tuple[re.Pattern[str], Category], ...] = tuple(
@@ -124,6 +131,22 @@ Evidence = npt.NDArray[np.float64]
 #: when a message's category is decided: chosen on the dev split, where any weight from 0.2 to
 #: 1.0 did as well (bench/README.md "Intent").
 CATALOGUE_WEIGHT = 0.5
+
+
+#: How much the categories of the documents that fit a message best (their text and asks:
+#: app/chat/fit.py) weigh beside those of its nearest documents, as evidence of its category.
+ASK_EVIDENCE_WEIGHT = 1.0
+
+
+def fused_evidence(nearest: Sequence[Category], fitting: Sequence[Category]) -> Evidence | None:
+    """The catalogue's evidence of a message's category: the categories of its nearest
+    documents, and of the documents that fit it best, at ``ASK_EVIDENCE_WEIGHT`` of those
+    (either alone when the other has none)."""
+    evidence = catalogue_evidence(nearest)
+    by_asks = catalogue_evidence(fitting)
+    if evidence is None or by_asks is None:
+        return evidence if by_asks is None else by_asks
+    return (evidence + ASK_EVIDENCE_WEIGHT * by_asks) / (1 + ASK_EVIDENCE_WEIGHT)
 
 
 def catalogue_evidence(nearest: Sequence[Category]) -> Evidence | None:
@@ -289,6 +312,12 @@ class IntentClassifier:
                     return Intent(_KIND_OF[follow_up])
             return Intent(IntentKind.ASK)
         if label is Label.BACK:
+            if not _THE_START.search(message):
+                # Back to a topic it names ("책 얘기로 다시 돌아갈래"): that topic.
+                category = named_category(message) or self.topic_category(vector, evidence)
+                if category is not state.category:
+                    return Intent(IntentKind.SWITCH, category)
+                return Intent(IntentKind.ASK)
             # Back to where the conversation began, in the same field too: "처음 골랐던 분야로
             # 다시" there drops the critiques asked since (they end with "back").
             if state.base_category is None:

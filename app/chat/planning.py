@@ -48,6 +48,7 @@ from app.chat.intent import (
     IntentClassifiers,
     IntentKind,
     catalogue_evidence,
+    fused_evidence,
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
@@ -85,9 +86,6 @@ _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
-#: How much the categories of the documents that fit a message best (their text and asks:
-#: app/chat/fit.py) weigh beside those of its nearest documents, as evidence of its category.
-ASK_EVIDENCE_WEIGHT = 1.0
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
 #: What the gateway's recommend says the turn did, by what the message asked for.
@@ -357,15 +355,12 @@ class Planner:
 
     def _evidence(self, query: _Query, nearest: tuple[Hit, ...]) -> Evidence | None:
         """What the catalogue says of the message's category: the categories of its nearest
-        documents, and of the documents that fit it best (users' words against users' words),
-        at ``ASK_EVIDENCE_WEIGHT`` of those."""
-        evidence = catalogue_evidence([hit.document.category for hit in nearest])
+        documents, and of the documents that fit it best (users' words against users' words;
+        :func:`fused_evidence`)."""
+        nearby = [hit.document.category for hit in nearest]
         if query.vector is None or self._fit_bank is None:
-            return evidence
-        by_asks = catalogue_evidence(self._fit_bank.categories(query.vector, _EVIDENCE_K))
-        if evidence is None or by_asks is None:
-            return evidence if by_asks is None else by_asks
-        return (evidence + ASK_EVIDENCE_WEIGHT * by_asks) / (1 + ASK_EVIDENCE_WEIGHT)
+            return catalogue_evidence(nearby)
+        return fused_evidence(nearby, self._fit_bank.categories(query.vector, _EVIDENCE_K))
 
     async def _confirm_refusal(
         self, text: str, state: SessionState, intent: Intent, evidence: Evidence | None

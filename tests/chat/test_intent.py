@@ -305,6 +305,22 @@ def test_back_needs_a_first_category(toy: IntentClassifier) -> None:
     assert toy.decide("처음으로", back, same) == Intent(IntentKind.BACK_TO_BASE)
 
 
+def test_back_to_a_topic_it_names_is_a_switch_and_back_to_the_start_is_back(
+    toy: IntentClassifier,
+) -> None:
+    near_energy = _unit(Label.BACK) * 0.9 + _unit(Label.TOPIC, Category.ENERGY_SAVING) * 0.3
+    in_plogging = SessionState("s", base_category=Category.VEGAN, category=Category.PLOGGING)
+    assert toy.decide("불 끄는 얘기로 다시 가자", near_energy, in_plogging) == Intent(
+        IntentKind.SWITCH, Category.ENERGY_SAVING
+    )
+    assert toy.decide("처음 거로 다시 가자", near_energy, in_plogging) == Intent(
+        IntentKind.BACK_TO_BASE
+    )
+    # The topic it names is the current one: an ordinary question.
+    in_energy = SessionState("s", base_category=Category.VEGAN, category=Category.ENERGY_SAVING)
+    assert toy.decide("불 끄는 얘기로 다시 가자", near_energy, in_energy) == Intent(IntentKind.ASK)
+
+
 def test_a_named_category_wins_over_a_vague_vote(toy: IntentClassifier) -> None:
     vague = _unit(Label.ASK)
     assert toy.decide("플로깅은 어때", vague, IN_VEGAN) == Intent(
