@@ -266,3 +266,24 @@ async def test_a_clause_the_embedder_fails_on_leaves_the_whole_to_be_read(
         events = [e async for e in service.free_text(_free_text(message), _Open())]
     assert retriever.embedded == [message, "바닷가에 사는데"]  # the first clause failed
     assert isinstance(events[-1], Done)
+
+
+class _CountsEmbeddings(_ClauseEmbeddingFails):
+    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
+        self.embedded.append(query)
+        return TOPIC_VECTOR
+
+
+async def test_a_message_cut_into_many_clauses_costs_a_bounded_number_of_embeddings(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    from app.chat.planning import CLAUSES_READ
+
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    retriever = _CountsEmbeddings()
+    message = ", ".join(["두유 마시기"] * 20)  # 20 clauses in 158 characters (the bound: 200)
+    async with build_http_client(settings) as http:
+        service = _service(http, settings, retriever)
+        events = [e async for e in service.free_text(_free_text(message), _Open())]
+    assert isinstance(events[-1], Done)
+    assert len(retriever.embedded) == 1 + CLAUSES_READ  # the whole, then the first clauses
