@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -234,14 +234,28 @@ def rule_kept(
     previous: Sequence[str | None],
 ) -> bool | None:
     """None for a turn without a relation or constraints."""
+    ok = set(label["ok"])
+    return _rule(ids, label, recommend, earlier, previous, lambda i: i in ok)
+
+
+def _rule(
+    ids: Sequence[str | None],
+    label: Mapping[str, Any],
+    recommend: str,
+    earlier: Sequence[str | None],
+    previous: Sequence[str | None],
+    satisfied: Callable[[str | None], bool],
+) -> bool | None:
+    """The follow-up's relation kept, and every challenge shown ``satisfied``; or none is, and
+    the answer says so plainly. None for a turn without a relation or constraints."""
     if not rule_applies(label):
         return None
     relation = label.get("relation")
-    if relation == "new" and any(i in set(earlier) for i in ids):
+    if relation == "new" and not set(ids).isdisjoint(earlier):
         return False
-    if relation == "among" and any(i not in set(previous) for i in ids):
+    if relation == "among" and not set(ids) <= set(previous):
         return False
-    inside = fitting(ids, label)
+    inside = sum(1 for i in ids if satisfied(i))
     if ids and inside == len(ids):
         return True
     # Nothing shown, or nothing shown that fits: kept only when the answer says so plainly.
@@ -282,18 +296,10 @@ def rule_by_traits(
     previous: Sequence[str | None],
 ) -> bool | None:
     """:func:`rule_kept`, the constraints judged by the catalogue's traits, not ``ok``."""
-    if not rule_applies(label):
-        return None
-    relation = label.get("relation")
-    if relation == "new" and any(i in set(earlier) for i in ids):
-        return False
-    if relation == "among" and any(i not in set(previous) for i in ids):
-        return False
     constraints = label.get("constraints") or ()
-    inside = sum(1 for i in ids if satisfies_by_traits(i, constraints))
-    if ids and inside == len(ids):
-        return True
-    return inside == 0 and says_none_fits(recommend)
+    return _rule(
+        ids, label, recommend, earlier, previous, lambda i: satisfies_by_traits(i, constraints)
+    )
 
 
 def concern_words(

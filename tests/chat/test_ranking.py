@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.chat.answers import find_answer
+from app.chat.answers import SentenceBank, find_answer
 from app.chat.constraints import Constraint
 from app.chat.fit import ASK_WEIGHT, FitBank
 from app.chat.ranking import Ranked, Situation, rank
@@ -122,56 +122,46 @@ def test_a_question_is_answered_by_the_sentence_that_holds_it() -> None:
     assert find_answer("주식은 언제 사는 게 좋아?", [other, tumbler]) is None
 
 
+#: Two documents' sentences ("a": two, "b": two) and a question along the first axis.
+_ROWS = [
+    ("a", "첫 문장입니다."),
+    ("a", "둘째 문장입니다."),
+    ("b", "답이 되는 문장입니다."),
+    ("b", "다른 문장입니다."),
+]
+_QUESTION = np.array([1.0, 0.0], dtype=np.float32)
+
+
+def _bank(*cosines: float) -> SentenceBank:
+    """A sentence bank whose sentences lie at these cosines to :data:`_QUESTION`."""
+    vectors = [[c, float(np.sqrt(1 - c * c))] for c in cosines]
+    return SentenceBank(_ROWS, np.array(vectors, dtype=np.float32))
+
+
 def test_by_meaning_a_sure_answer_leads_a_related_one_is_only_offered() -> None:
-    import numpy as np
-
-    from app.chat.answers import SentenceBank
-
     first = _hit("a", body="첫 문장입니다. 둘째 문장입니다.")
     second = _hit("b", body="답이 되는 문장입니다. 다른 문장입니다.")
-    rows = [
-        ("a", "첫 문장입니다."),
-        ("a", "둘째 문장입니다."),
-        ("b", "답이 되는 문장입니다."),
-        ("b", "다른 문장입니다."),
-    ]
-    question = np.array([1.0, 0.0], dtype=np.float32)
-
-    def bank(*cosines: float) -> SentenceBank:
-        vectors = [[c, float(np.sqrt(1 - c * c))] for c in cosines]
-        return SentenceBank(rows, np.array(vectors, dtype=np.float32))
-
-    sure = find_answer("?", [first, second], vector=question, bank=bank(0.5, 0.5, 0.95, 0.1))
+    sure = find_answer("?", [first, second], vector=_QUESTION, bank=_bank(0.5, 0.5, 0.95, 0.1))
     assert sure is not None and sure.sure and sure.hit is second
     assert sure.sentence == "답이 되는 문장입니다."
     # Only related: the first challenge's own nearest sentence, said to be only that.
-    related = find_answer("?", [first, second], vector=question, bank=bank(0.87, 0.5, 0.89, 0.1))
+    related = find_answer("?", [first, second], vector=_QUESTION, bank=_bank(0.87, 0.5, 0.89, 0.1))
     assert related is not None and not related.sure and related.hit is first
-    assert find_answer("?", [first, second], vector=question, bank=bank(0.5, 0.5, 0.5, 0.1)) is None
+    assert (
+        find_answer("?", [first, second], vector=_QUESTION, bank=_bank(0.5, 0.5, 0.5, 0.1)) is None
+    )
 
 
 def test_a_question_about_a_challenge_just_shown_is_answered_from_it() -> None:
-    from app.chat.answers import SentenceBank
-
     fresh = _hit("a", body="첫 문장입니다. 둘째 문장입니다.")
     shown = _hit("b", body="답이 되는 문장입니다. 다른 문장입니다.")
-    rows = [
-        ("a", "첫 문장입니다."),
-        ("a", "둘째 문장입니다."),
-        ("b", "답이 되는 문장입니다."),
-        ("b", "다른 문장입니다."),
-    ]
-    question = np.array([1.0, 0.0], dtype=np.float32)
-
-    def bank(*cosines: float) -> SentenceBank:
-        vectors = [[c, float(np.sqrt(1 - c * c))] for c in cosines]
-        return SentenceBank(rows, np.array(vectors, dtype=np.float32))
-
-    sure = find_answer("?", [fresh], shown=[shown], vector=question, bank=bank(0.5, 0.5, 0.95, 0.1))
+    sure = find_answer(
+        "?", [fresh], shown=[shown], vector=_QUESTION, bank=_bank(0.5, 0.5, 0.95, 0.1)
+    )
     assert sure is not None and sure.sure and sure.hit is shown
     # Only near: what was shown is not offered as "the closest"; the new candidate's is.
     near = find_answer(
-        "?", [fresh], shown=[shown], vector=question, bank=bank(0.87, 0.5, 0.89, 0.1)
+        "?", [fresh], shown=[shown], vector=_QUESTION, bank=_bank(0.87, 0.5, 0.89, 0.1)
     )
     assert near is not None and not near.sure and near.hit is fresh
     # By words too (a burst).

@@ -230,17 +230,15 @@ async def test_retrieval_failure_degrades_to_an_answer_without_context(
     assert "산" in question and "후보" not in question  # the model writes the whole answer
 
 
-class _ClauseEmbeddingFails:
-    """The whole message embeds; its clauses' embeddings fail (a remote embedder falling
-    over between two calls). Searches find nothing."""
+class _CountsEmbeddings:
+    """Embeds every query (the dense examples' VEGAN vector) and counts them; searches find
+    nothing."""
 
     def __init__(self) -> None:
         self.embedded: list[str] = []
 
     async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
         self.embedded.append(query)
-        if len(self.embedded) > 1:
-            raise httpx.ConnectError("embedder at 10.0.0.9:8000 refused")
         return TOPIC_VECTOR
 
     async def retrieve(
@@ -255,6 +253,17 @@ class _ClauseEmbeddingFails:
         return []
 
 
+class _ClauseEmbeddingFails(_CountsEmbeddings):
+    """The whole message embeds; its clauses' embeddings fail (a remote embedder falling
+    over between two calls)."""
+
+    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
+        vector = await super().embed(query, wait=wait)
+        if len(self.embedded) > 1:
+            raise httpx.ConnectError("embedder at 10.0.0.9:8000 refused")
+        return vector
+
+
 async def test_a_clause_the_embedder_fails_on_leaves_the_whole_to_be_read(
     scripted: ScriptedUpstreamThread,
 ) -> None:
@@ -266,12 +275,6 @@ async def test_a_clause_the_embedder_fails_on_leaves_the_whole_to_be_read(
         events = [e async for e in service.free_text(_free_text(message), _Open())]
     assert retriever.embedded == [message, "바닷가에 사는데"]  # the first clause failed
     assert isinstance(events[-1], Done)
-
-
-class _CountsEmbeddings(_ClauseEmbeddingFails):
-    async def embed(self, query: str, *, wait: bool = False) -> np.ndarray:
-        self.embedded.append(query)
-        return TOPIC_VECTOR
 
 
 async def test_a_message_cut_into_many_clauses_costs_a_bounded_number_of_embeddings(
