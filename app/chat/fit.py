@@ -62,12 +62,21 @@ class FitBank:
         for row, columns in enumerate(asks_of):
             self._ask_index[row, : len(columns)] = columns
         self._has_asks = np.array([bool(columns) for columns in asks_of])
+        # The last message's scores: a first turn asks for its categories, then its
+        # candidates' fit, with the same vector (kept, so that ``is`` cannot mistake another).
+        self._last: tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]] | None = None
 
     def __len__(self) -> int:
         return len(self._ids)
 
     def _scores(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        vector = np.asarray(vector, dtype=np.float32)
+        if self._last is not None and self._last[0] is vector:
+            return self._last[1]
+        scores = self._score(np.asarray(vector, dtype=np.float32))
+        self._last = (vector, scores)
+        return scores
+
+    def _score(self, vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         scores = vector @ self._passages
         if self._ask_index.shape[1]:
             cosines = np.append(vector @ self._asks, -np.inf)

@@ -75,6 +75,10 @@ def _vectors(
     if not rows:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     log.info("embedding %d catalogue %s with %s (once per start)", len(rows), kind, embedder.name)
+    return _embed(rows, embedder, queries=queries)
+
+
+def _embed(rows: Sequence[tuple[str, str]], embedder: Embedder, *, queries: bool) -> Vectors:
     texts = [text for _, text in rows]
     return embedder.embed_queries(texts) if queries else embedder.embed_passages(texts)
 
@@ -114,8 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ("passages", _passage_rows(documents), False),
         ("asks", _ask_rows(documents), True),
     ):
-        texts = [text for _, text in rows]
-        vectors = embedder.embed_queries(texts) if queries else embedder.embed_passages(texts)
+        vectors = _embed(rows, embedder, queries=queries)
         target = _stored(kind, embedder.name)
         # float16 halves the file; the cosine it changes is below 1e-3.
         np.savez_compressed(

@@ -103,6 +103,16 @@ def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
         {"zw-1": fused, "vg-1": 0.0, "md-1": 0.6}
     )
     assert bank.categories(query, 2) == [Category.MEDIA, Category.ZERO_WASTE]
+    # One message's vector is scored once (its categories, then its candidates' fit); another
+    # vector, equal or not, afresh.
+    scored: list[object] = []
+    score = bank._score
+    bank._score = lambda vector: scored.append(vector) or score(vector)  # type: ignore[method-assign]
+    bank.categories(query, 2)
+    bank.fit(query, ["zw-1"])
+    assert scored == []  # scored above, by the categories asked before
+    other = query.copy()
+    assert bank.fit(other, ["md-1"]) == pytest.approx({"md-1": 0.6}) and len(scored) == 1
     empty = FitBank([], np.zeros((0, 3)), [], np.zeros((0, 3)))
     assert empty.fit(query, ["zw-1"]) == {} and empty.categories(query, 3) == []
 
