@@ -37,6 +37,7 @@ from app.domain.categories import LOCATIONS, WORK_TYPES
 from app.rag.corpus import Traits
 
 __all__ = [
+    "CLAUSES_READ",
     "Constraint",
     "FacetExample",
     "FacetReader",
@@ -261,8 +262,14 @@ _TOLD_IN_CLAUSES = frozenset(
 )
 
 
+#: At most this many of a message's clauses are read (an embedding each): a message told in
+#: clauses has two or three; one of 200 characters cut by commas would have had sixty.
+CLAUSES_READ = 4
+
+
 def clauses(message: str) -> list[str]:
-    """The clauses of a message told in several (none for a message of one)."""
+    """The first ``CLAUSES_READ`` clauses of a message told in several (none for a message of
+    one)."""
     parts, start = [], 0
     for end in _CLAUSE_END.finditer(message):
         parts.append(message[start : end.end()])
@@ -270,7 +277,7 @@ def clauses(message: str) -> list[str]:
     parts.append(message[start:])
     found = [part.strip(" ,.!?") for part in parts]
     found = [part for part in found if len(part) >= 3]
-    return found if len(found) > 1 else []
+    return found[:CLAUSES_READ] if len(found) > 1 else []
 
 
 #: What a user leaves when asking for another field ("종이 얘기는 됐고 아예 다른 분야로", "비건

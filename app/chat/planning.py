@@ -83,9 +83,6 @@ FRIENDLY_REPLY = Reply(
     )
 )
 _FALLBACK_CATEGORY = Category.ZERO_WASTE
-#: At most this many of a message's clauses are read (an embedding each): a message told in
-#: clauses has two or three; one of 200 characters cut by commas would have had sixty.
-CLAUSES_READ = 4
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
@@ -288,7 +285,7 @@ class Planner:
             parts: list[QueryVector] = []
             if query.vector is not None:
                 try:
-                    for clause in clauses(message)[:CLAUSES_READ]:
+                    for clause in clauses(message):
                         parts.append(await self._retriever.embed(clause))
                 except EmbedderBusy:
                     parts = []

@@ -280,7 +280,7 @@ async def test_a_clause_the_embedder_fails_on_leaves_the_whole_to_be_read(
 async def test_a_message_cut_into_many_clauses_costs_a_bounded_number_of_embeddings(
     scripted: ScriptedUpstreamThread,
 ) -> None:
-    from app.chat.planning import CLAUSES_READ
+    from app.chat.constraints import CLAUSES_READ
 
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
     retriever = _CountsEmbeddings()
