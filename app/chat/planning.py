@@ -239,7 +239,10 @@ class Planner:
             message, ranked.hits, shown=shown, vector=query.vector, bank=self._sentences
         )
         if found is None and among and ranked.hits and asks_how(message):
-            found = instruction(ranked.hits[0])  # "이거 어떻게 시작해?": what its text says to do
+            # "이거 어떻게 시작해?": what its text says to do; how to do this one was asked, not
+            # whether it meets the critiques in force (said on the turn that showed it).
+            found = instruction(ranked.hits[0])
+            ranked = replace(ranked, unmet=False)
         if found is not None:
             answer = found.hit.document.id
             rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)

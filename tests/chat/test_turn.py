@@ -16,9 +16,9 @@ import pytest
 from app.chat.constraints import FacetExample, FacetReader, FacetReaders
 from app.chat.generation import Generator
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
-from app.chat.plan import BaseInfoTurn, FreeTextTurn
+from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
 from app.chat.planning import Planner
-from app.chat.sessions import InMemorySessionStore
+from app.chat.sessions import InMemorySessionStore, Turn
 from app.chat.turn import RecommendationService
 from app.config import Settings
 from app.domain.categories import Category
@@ -26,6 +26,7 @@ from app.domain.events import Delta, Done
 from app.llm.client import build_http_client
 from app.llm.usage import TokenUsage
 from app.metrics import Metrics
+from app.rag.corpus import Document, Traits
 from app.rag.lexical import LexicalEmbedder
 from app.rag.retriever import EmbedderBusy, Hit
 from app.rag.scope import ANYWHERE, Scope
@@ -290,3 +291,68 @@ async def test_a_message_cut_into_many_clauses_costs_a_bounded_number_of_embeddi
         events = [e async for e in service.free_text(_free_text(message), _Open())]
     assert isinstance(events[-1], Done)
     assert len(retriever.embedded) == 1 + CLAUSES_READ  # the whole, then the first clauses
+
+
+class _FindsShown(_CountsEmbeddings):
+    """A catalogue of one challenge, written for money (it fails "free"), found by any search."""
+
+    hit = Hit(
+        Document(
+            "vg-1",
+            "두유로 바꾸기",
+            "우유 대신 두유를 사 보세요. 한 팩이면 일주일을 마십니다.",
+            Category.VEGAN,
+            ("도시",),
+            ("사무직",),
+            (),
+            "",
+            Traits("easy", "low", frozenset({"home"}), frozenset({"alone"}), True),
+        ),
+        0.5,
+    )
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        return [self.hit]
+
+
+def _asks() -> FacetReaders:
+    """Reads every message as a question (the real reader's verdict on "어떻게 …?")."""
+    lexical = LexicalEmbedder()
+    asking = [FacetExample("어떻게 해?", frozenset({"question"}))]
+    return FacetReaders(
+        FacetReader(asking, np.stack([TOPIC_VECTOR]), k=1),
+        FacetReader(asking, lexical.embed_queries(["어떻게 해?"]), k=1),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
+async def test_asked_how_to_do_the_one_shown_the_answer_is_its_instruction_not_the_critiques(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    shown = Turn("돈 안 드는 거", "{}", Category.VEGAN, ("vg-1",), constraints=("free",))
+    await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
+    planner = Planner(
+        retriever=_FindsShown(),  # type: ignore[arg-type]
+        intents=_intents(),
+        facets=_asks(),
+        sentences=None,
+        sessions=sessions,
+        settings=settings,
+        metrics=Metrics(),
+    )
+    plan = await planner.free_text(_free_text("그 중에 이거 어떻게 시작해?"))
+    assert isinstance(plan, TurnPlan) and plan.lead is _FindsShown.hit
+    assert plan.recommend == (
+        "우유 대신 두유를 사 보세요. '두유로 바꾸기'가 바로 그 이야기를 담은 챌린지예요."
+    )
+    assert plan.lead_description == "한 팩이면 일주일을 마십니다."
