@@ -632,20 +632,23 @@ def _scopes(
     """Where to look for candidates, best first. Always first: in the category, fitting the
     situation (base-info's location and work type, when given), not shown before. Then, for an
     ordinary turn, shown before too, then fitting less of the situation. For "more" (SPEC: in
-    the current category while it has fitting ones left): the nearest other category's fitting
-    ones not shown, then fitting less, then anything."""
+    the current category while it has fitting ones left): the category's ones fitting half
+    the situation (its work type, then its location), then the nearest other category's
+    fitting ones not shown, then fitting less, then anything. ("현장 말고 집에서" in an
+    upcycling session is upcycling at home, not plogging that happens to fit the place.)"""
     situated = bool(location and work_type)
     tried: set[Scope] = set()
+    halves = [
+        Scope(category, work_type=work_type, exclude=shown),
+        Scope(category, location=location, exclude=shown),
+    ]
     order = [Scope(category, location, work_type, exclude=shown)]
     if more:
-        order.append(Scope(None, location, work_type, exclude=shown))
+        order += [*(halves if situated else ()), Scope(None, location, work_type, exclude=shown)]
     else:
         order.append(Scope(category, location, work_type))
     if situated:
-        order += [
-            Scope(category, work_type=work_type, exclude=shown),
-            Scope(category, location=location, exclude=shown),
-        ]
+        order += halves
     order += [Scope(category, exclude=shown), Scope(category)]
     for scope in order:
         if scope not in tried:
