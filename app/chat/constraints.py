@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -47,6 +47,7 @@ __all__ = [
     "leaving_aside",
     "points_among",
     "satisfies",
+    "wanting",
 ]
 
 
@@ -145,6 +146,20 @@ class Facets:
 
 
 NO_FACETS = Facets()
+
+#: What a place or a company says: where and with whom.
+_WHERE_AND_WITH_WHOM = frozenset(
+    c for c in Constraint if c not in (Constraint.EASY, Constraint.FREE)
+)
+
+
+def wanting(whole: Facets, wanted: Facets) -> Facets:
+    """The facets of a message that leaves something aside ("현장 말고 집에서", "사무실 안에서
+    말고 바깥에서", "집은 그렇고, 출퇴근길에"): where and with whom come from what it wants
+    (``wanted``: the words after what it leaves, :func:`leaving_aside`), not from what it
+    leaves; ease, cost and the rest from the whole."""
+    kept = whole.constraints - _WHERE_AND_WITH_WHOM
+    return replace(whole, constraints=kept | (wanted.constraints & _WHERE_AND_WITH_WHOM))
 
 
 class FacetReader:
@@ -280,10 +295,13 @@ def clauses(message: str) -> list[str]:
     return found[:CLAUSES_READ] if len(found) > 1 else []
 
 
-#: What a user leaves when asking for another field ("종이 얘기는 됐고 아예 다른 분야로", "비건
-#: 말고 다른 거"): the words up to it name the old subject, and searched with, they found it
-#: again in another field (이면지 after "종이 얘기는 됐고").
-_LEAVING = re.compile(r"^.*?(?:말고|빼고|됐고|됐으니|제외하고|그만하고)(?=[\s,.]|$)")
+#: What a user leaves ("종이 얘기는 됐고 아예 다른 분야로", "비건 말고 다른 거", "현장 말고
+#: 집에서", "집은 그렇고 출퇴근길에"): the words up to it name the old subject or place.
+#: Searched with, they found it again in another field (이면지 after "종이 얘기는 됐고"); read
+#: for a place, they asked for the one left ("현장 말고 집에서" read as work).
+_LEAVING = re.compile(
+    r"^.*?(?:말고|빼고|됐고|됐으니|제외하고|그만하고|[은는]\s*그렇고)(?=[\s,.]|$)"
+)
 
 
 def leaving_aside(message: str) -> str:

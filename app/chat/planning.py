@@ -39,7 +39,14 @@ from app.chat.answers import (
     instruction,
     sentences_of,
 )
-from app.chat.constraints import Constraint, FacetReaders, Facets, clauses, leaving_aside
+from app.chat.constraints import (
+    Constraint,
+    FacetReaders,
+    Facets,
+    clauses,
+    leaving_aside,
+    wanting,
+)
 from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
 from app.chat.intent import (
@@ -262,15 +269,19 @@ class Planner:
         wanted = leaving_aside(message)
         if wanted == message:
             return message, query
-        vector: QueryVector | None = None
-        if not query.lexical:
-            try:
-                vector = await self._retriever.embed(wanted)
-            except EmbedderBusy:
-                pass
-            except Exception:  # searched by its words, as in a burst
-                log.warning("the wanted words' embedding failed; searched by words", exc_info=True)
+        vector = None if query.lexical else await self._embedding_if_free(wanted)
         return wanted, _Query(wanted, vector, lexical=vector is None)
+
+    async def _embedding_if_free(self, text: str) -> QueryVector | None:
+        """The embedding of words the turn reads besides its own (what it wants, beside what
+        it leaves): best-effort, None when the model is busy or fails (read by their words)."""
+        try:
+            return await self._retriever.embed(text)
+        except EmbedderBusy:
+            return None
+        except Exception:  # read by its words, as in a burst
+            log.warning("an embedding besides the turn's failed; read by words", exc_info=True)
+            return None
 
     def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
@@ -282,8 +293,9 @@ class Planner:
         return self._fit_bank.fit(search.vector, (hit.document.id for hit in pool))
 
     async def _read_facets(self, message: str, query: _Query) -> Facets:
-        """The message's facets; a message told in clauses is read clause by clause too (an
-        embedding each; none when the embedding model is busy: the whole is read alone)."""
+        """The message's facets; a message told in clauses is read clause by clause too, and
+        one that leaves a place aside ("현장 말고 집에서") is read for the place it wants (an
+        embedding each; none when the embedding model is busy: read by their words)."""
         with _tracer.start_as_current_span("facets") as span:
             parts: list[QueryVector] = []
             if query.vector is not None:
@@ -296,6 +308,9 @@ class Planner:
                     log.warning("a clause's embedding failed; the whole is read", exc_info=True)
                     parts = []
             facets = self._facets.read(message, query.vector, parts)
+            if (wanted := leaving_aside(message)) != message:
+                vector = await self._embedding_if_free(wanted) if query.vector is not None else None
+                facets = wanting(facets, self._facets.read(wanted, vector))
             span.set_attribute("gateway.clauses", len(parts))
             span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
             span.set_attribute("gateway.question", facets.question)

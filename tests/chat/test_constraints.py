@@ -17,6 +17,7 @@ from app.chat.constraints import (
     leaving_aside,
     points_among,
     satisfies,
+    wanting,
 )
 from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import IntentClassifiers, IntentKind
@@ -228,6 +229,7 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
         ),
         ("비건 말고 다른 거", "다른 거"),
         ("플라스틱 빼고 딴 분야에서 골라줘", "딴 분야에서 골라줘"),
+        ("집은 그렇고, 출퇴근길에 할 만한 건?", "출퇴근길에 할 만한 건?"),
         # Nothing left aside, or nothing else said: the whole message.
         ("아예 다른 분야로 가 보자", "아예 다른 분야로 가 보자"),
         ("비건 말고", "비건 말고"),
@@ -236,3 +238,33 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
 )
 def test_another_field_is_searched_without_what_the_user_leaves(message: str, wanted: str) -> None:
     assert leaving_aside(message) == wanted
+
+
+@pytest.mark.parametrize(
+    ("message", "wanted", "left"),
+    [
+        ("현장 말고 집에서 해 볼 만한 건 있어?", Constraint.HOME, Constraint.WORK),
+        ("사무실 안에서 말고 바깥에 나가서 할 만한 것도 있을까?", Constraint.OUTSIDE, Constraint.WORK),
+        ("집은 그렇고, 차로 출퇴근하는 길에 할 수 있는 건?", Constraint.MOVING, Constraint.HOME),
+    ],
+)
+def test_a_place_left_aside_is_not_the_place_asked_for(
+    embedder: Embedder, facets: FacetReaders, message: str, wanted: Constraint, left: Constraint
+) -> None:
+    """Read for where, the words a message leaves aside named the place it did not want; the
+    planner reads the place from what it wants (``wanting``), as here."""
+    rest = leaving_aside(message)
+    assert rest != message
+    read = wanting(
+        facets.read(message, embedder.embed_queries([message])[0]),
+        facets.read(rest, embedder.embed_queries([rest])[0]),
+    )
+    assert wanted in read.constraints and left not in read.constraints
+
+
+def test_ease_and_cost_are_kept_from_the_whole_message() -> None:
+    whole = Facets(constraints=frozenset({Constraint.FREE, Constraint.WORK}), question=True)
+    wanted = Facets(constraints=frozenset({Constraint.HOME, Constraint.EASY}))
+    read = wanting(whole, wanted)
+    assert read.constraints == {Constraint.FREE, Constraint.HOME}
+    assert read.question
