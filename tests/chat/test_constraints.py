@@ -244,7 +244,11 @@ def test_another_field_is_searched_without_what_the_user_leaves(message: str, wa
     ("message", "wanted", "left"),
     [
         ("현장 말고 집에서 해 볼 만한 건 있어?", Constraint.HOME, Constraint.WORK),
-        ("사무실 안에서 말고 바깥에 나가서 할 만한 것도 있을까?", Constraint.OUTSIDE, Constraint.WORK),
+        (
+            "사무실 안에서 말고 바깥에 나가서 할 만한 것도 있을까?",
+            Constraint.OUTSIDE,
+            Constraint.WORK,
+        ),
         ("집은 그렇고, 차로 출퇴근하는 길에 할 수 있는 건?", Constraint.MOVING, Constraint.HOME),
     ],
 )
