@@ -114,6 +114,7 @@ def satisfies(traits: Traits | None, constraints: Iterable[Constraint]) -> bool:
 QUESTION = "question"
 AMONG = "among"
 ANOTHER = "another"
+ABOUT_SHOWN = "about_shown"  # read by its words alone (:data:`_ABOUT_SHOWN`), not a label
 _SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
     f"job:{w}" for w in sorted(WORK_TYPES)
 )
@@ -142,6 +143,9 @@ class Facets:
     work_type: str | None = None  # told in words ("현장에서 일하는데")
     question: bool = False  # asks for something to know, not only for challenges
     among: bool = False  # chooses among the challenges just shown ("그 중에 돈 안 드는 거")
+    # Points at a challenge shown, or asks how, how long or how much of one ("이거", "두 번째
+    # 거", "얼마나 걸려요?"): a message the examples read as about what was shown may be.
+    about_shown: bool = False
     another: bool = False  # asks for another field ("아예 다른 분야로, 집에서 할 수 있는 거")
 
 
@@ -219,6 +223,7 @@ def facets_of(said: set[str]) -> Facets:
         work_type=_one(said, "job:"),
         question=QUESTION in said,
         among=AMONG in said,
+        about_shown=ABOUT_SHOWN in said,
         another=ANOTHER in said,
     )
 
@@ -244,6 +249,19 @@ _AMONG = re.compile(
     r"|추천한|말해\s*주신|말해\s*준|말한|알려\s*주신|알려\s*준|골라\s*준|나온)"
     r"[^.?!]{0,10}?(?:것들|거들|것|거|애들|챌린지들|챌린지)"
     r")\s*" + _AMONG_END + r"|거기\s*서)"
+)
+
+
+#: A message about one challenge already shown points at it: a demonstrative ("이거", "그건",
+#: "저것"), an ordinal ("두 번째 거", "마지막 꺼", "맨 처음 방법"), a reference to what was
+#: said ("위에", "방금", "아까"); or it asks how, why, how long or how much ("하나 만드는데
+#: 시간 얼마나 걸려요?"). Without any of these, a critique that the examples' vote reads as
+#: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
+_ABOUT_SHOWN = re.compile(
+    r"(?:^|[\s,.!?])(?:이|그|저)(?:거|것|건|걸|게|꺼)"
+    r"|(?:첫|두|세|네|마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*(?:번째|번|째)?\s*"
+    r"(?:거|것|꺼|걸|방법|챌린지)"
+    r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇|언제|어디|무슨|어느"
 )
 
 
@@ -351,6 +369,8 @@ class FacetReaders:
                 said |= self.dense.said(part) & _TOLD_IN_CLAUSES
         if points_among(message):
             said.add(AMONG)
+        if _ABOUT_SHOWN.search(message):
+            said.add(ABOUT_SHOWN)
         if not _ASKING.search(message):
             said.discard(QUESTION)
         return facets_of(said)

@@ -29,7 +29,8 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     """The intent, read again with the facets: a choice among the challenges just shown ("그
     중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
     분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
-    it (more, or an ordinary question). A choice among what was just shown is never refused
+    it (more, or an ordinary question), and a critique read as about what was shown that
+    points at nothing shown asks for new ones. A choice among what was just shown is never refused
     as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
     message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
     kind = intent.kind
@@ -37,7 +38,16 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
         return Intent(IntentKind.AMONG)
     if facets.another and state.turns and kind in _MAY_BE_AMONG:
         return Intent(IntentKind.ANOTHER)
+    if kind is IntentKind.AMONG and facets.constraints and not _about_shown(facets):
+        # "회사 사람들 끌어들여서 같이 해 볼 만한 건 없을까?": read as about what was shown,
+        # but nothing in it points there: a critique, which asks for new ones.
+        return Intent(IntentKind.ASK)
     return intent
+
+
+def _about_shown(facets: Facets) -> bool:
+    """Whether the message points at what was shown or asks something of it."""
+    return facets.among or facets.about_shown or facets.question
 
 
 def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:

@@ -144,6 +144,44 @@ def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_t
     assert with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
 
 
+def test_a_critique_read_as_about_what_was_shown_but_pointing_at_nothing_asks_for_new_ones() -> (
+    None
+):
+    from app.chat.follow_up import with_facets
+    from app.chat.intent import Intent
+
+    shown, among = _state(), Intent(IntentKind.AMONG)
+    together = Facets(constraints=frozenset({Constraint.COWORKERS}))  # "회사 사람들이랑 같이…"
+    assert with_facets(among, together, shown).kind is IntentKind.ASK
+    pointing = Facets(constraints=frozenset({Constraint.FAMILY}), about_shown=True)
+    assert with_facets(among, pointing, shown).kind is IntentKind.AMONG  # "이거 가족이랑…"
+    asking = Facets(constraints=frozenset({Constraint.WORK}), question=True)
+    assert with_facets(among, asking, shown).kind is IntentKind.AMONG
+    assert with_facets(among, Facets(), shown).kind is IntentKind.AMONG  # "마지막 거 설명해줘"
+
+
+@pytest.mark.parametrize(
+    ("message", "about"),
+    [
+        ("이거 가족들이랑 같이 해도 되죠?", True),
+        ("두 번째 거 사무실에서도 돼요?", True),
+        ("마지막꺼 만드는법좀", True),
+        ("맨 처음 방법부터 차근차근 알려줘", True),
+        ("위에 말한 거 애들이랑 같이 해도 안전해?", True),
+        ("하나 만드는데 시간 얼마나 걸려요?", True),
+        ("회사 사람들 끌어들여서 같이 해 볼 만한 건 없을까?", False),
+        ("혼자 주워서는 끝이 없더라. 마을 분들이랑 다 같이 치울 방법 없을까", False),
+        ("더 쉬운 거 없어?", False),
+        ("돈 안 드는 걸로만 보여 줘", False),
+    ],
+)
+def test_what_points_at_a_challenge_shown_is_read_by_its_words(
+    embedder: Embedder, facets: FacetReaders, message: str, about: bool
+) -> None:
+    read = facets.read(message, embedder.embed_queries([message])[0])
+    assert read.about_shown is about
+
+
 @pytest.mark.parametrize(
     "message",
     [
