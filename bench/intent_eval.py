@@ -15,7 +15,8 @@ way (``IntentClassifier.decide``):
   documents and of the best-fitting ones (``fused_evidence``, app/chat/fit.py), read again
   with the message's facets (``with_facets``: "그 중에 …" by its grammar is a choice among
   those shown, "아예 다른 분야로, …" by its words another field; each history turn counts as
-  having shown challenges, as it did);
+  having shown challenges, as it did), and a follow-up that leaves something aside read for
+  what it wants (``what_it_wants``: "쓰레기 얘기 말고, 먹을거리를 …" goes to that field);
 - ``lexical+confirm+catalogue``: the gateway in a burst: ``lexical+confirm`` with the evidence
   of a search by words alone;
 - ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
@@ -55,8 +56,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.constraints import clauses  # noqa: E402
-from app.chat.follow_up import with_facets  # noqa: E402
+from app.chat.constraints import clauses, leaving_aside  # noqa: E402
+from app.chat.follow_up import what_it_wants, with_facets  # noqa: E402
 from app.chat.intent import (  # noqa: E402
     Evidence,
     Intent,
@@ -66,6 +67,7 @@ from app.chat.intent import (  # noqa: E402
     Label,
     catalogue_evidence,
     fused_evidence,
+    named_category,
 )
 from app.chat.intent_bank import (  # noqa: E402
     BUNDLED_EXAMPLES,
@@ -289,7 +291,13 @@ def _served(
         intent = knn.decide(turn.message, vector, state, evidence=evidence)
         parts = clauses(turn.message)
         pieces = list(embedder.embed_queries(parts)) if parts else []
-        return with_facets(intent, facets.read(turn.message, vector, pieces), state)
+        intent = with_facets(intent, facets.read(turn.message, vector, pieces), state)
+        wanted = leaving_aside(turn.message)
+        if wanted == turn.message or not state.turns or named_category(turn.message):
+            return intent
+        return what_it_wants(
+            intent, knn.decide(wanted, embedder.embed_queries([wanted])[0], state), state
+        )
 
     return decide
 

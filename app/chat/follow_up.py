@@ -1,6 +1,7 @@
 """What a free-text turn carries over from the conversation, read with its facets.
 
     the intent, read again with the facets   "그 중에 …" is among, "아예 다른 분야로, …" another
+    and with what it wants                   "쓰레기 얘기 말고, 먹을거리를 …" goes to that field
     the constraints in force                 the message's, and a follow-up's earlier ones
     the situation                            base-info's, else what was told in words
 
@@ -17,10 +18,12 @@ from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
 from app.rag.corpus import COMPANY, PLACES
 
-__all__ = ["in_force", "situation_of", "told_so_far", "with_facets"]
+__all__ = ["in_force", "situation_of", "told_so_far", "what_it_wants", "with_facets"]
 
 #: What a choice among the challenges just shown may have been read as, on its words alone.
 _MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
+#: What a follow-up that leaves something aside may have been read as, on its whole.
+_MAY_GO_ELSEWHERE = (IntentKind.MORE, IntentKind.ASK, IntentKind.ANOTHER, IntentKind.AMONG)
 #: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
 _KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
@@ -48,6 +51,19 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
 def _about_shown(facets: Facets) -> bool:
     """Whether the message points at what was shown or asks something of it."""
     return facets.among or facets.about_shown or facets.question
+
+
+def what_it_wants(intent: Intent, wanted: Intent | None, state: SessionState) -> Intent:
+    """The intent of a follow-up that leaves something aside ("쓰레기 얘기 말고, 산에 들고 가는
+    먹을거리를 고기 없는 걸로", "디지털 얘긴 됐고, 이번엔 먹는 거 쪽으로"): read whole, what it
+    leaves drowns the rest, and it reads as more of the current field; ``wanted`` is the
+    reading of the words after what it leaves (:func:`app.chat.constraints.leaving_aside`;
+    None when it leaves nothing aside), which names the field it goes to."""
+    if wanted is None or not state.turns or intent.kind not in _MAY_GO_ELSEWHERE:
+        return intent
+    if wanted.kind is IntentKind.SWITCH and wanted.category is not state.category:
+        return wanted
+    return intent
 
 
 def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:

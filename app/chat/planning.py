@@ -48,7 +48,13 @@ from app.chat.constraints import (
     wanting,
 )
 from app.chat.fit import FitBank
-from app.chat.follow_up import in_force, situation_of, told_so_far, with_facets
+from app.chat.follow_up import (
+    in_force,
+    situation_of,
+    told_so_far,
+    what_it_wants,
+    with_facets,
+)
 from app.chat.intent import (
     Evidence,
     Intent,
@@ -56,6 +62,7 @@ from app.chat.intent import (
     IntentKind,
     catalogue_evidence,
     fused_evidence,
+    named_category,
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
@@ -163,6 +170,7 @@ class Planner:
         query, nearest, intent = await self._understand(turn.message, state)
         facets = await self._read_facets(turn.message, query)
         intent = with_facets(intent, facets, state)
+        intent = what_it_wants(intent, await self._wanted(turn.message, query, state), state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
@@ -262,6 +270,16 @@ class Planner:
         if not last:
             return ()
         return await self._search(query, Scope(only=frozenset(last)), k=len(last)) or ()
+
+    async def _wanted(self, message: str, query: _Query, state: SessionState) -> Intent | None:
+        """What a follow-up that leaves something aside asks for, read alone (its own
+        embedding, or its words in a burst); None when it leaves nothing aside, or names a
+        category (the whole's reading has it)."""
+        wanted = leaving_aside(message)
+        if wanted == message or not state.turns or named_category(message) is not None:
+            return None
+        vector = None if query.lexical else await self._embedding_if_free(wanted)
+        return self._intents.decide(wanted, vector, state)
 
     async def _leaving_aside(self, message: str, query: _Query) -> tuple[str, _Query]:
         """Another field asked for: the search is for what the message wants, not for what it

@@ -160,6 +160,22 @@ def test_a_critique_read_as_about_what_was_shown_but_pointing_at_nothing_asks_fo
     assert with_facets(among, Facets(), shown).kind is IntentKind.AMONG  # "마지막 거 설명해줘"
 
 
+def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() -> None:
+    from app.chat.follow_up import what_it_wants
+    from app.chat.intent import Intent
+
+    shown = _state()  # in VEGAN
+    more = Intent(IntentKind.MORE)  # "쓰레기 얘기 말고, 먹을거리를 고기 없는 걸로" read whole
+    elsewhere = Intent(IntentKind.SWITCH, Category.PLOGGING)
+    assert what_it_wants(more, elsewhere, shown) == elsewhere
+    assert what_it_wants(more, None, shown) == more  # it leaves nothing aside
+    assert what_it_wants(more, Intent(IntentKind.SWITCH, Category.VEGAN), shown) == more
+    assert what_it_wants(more, Intent(IntentKind.OFF_TOPIC), shown) == more
+    back = Intent(IntentKind.BACK_TO_BASE)  # an intent that already goes somewhere stays
+    assert what_it_wants(back, elsewhere, shown) == back
+    assert what_it_wants(more, elsewhere, SessionState("s")) == more  # nothing said yet
+
+
 @pytest.mark.parametrize(
     ("message", "about"),
     [
