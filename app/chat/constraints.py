@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.domain.categories import LOCATIONS, WORK_TYPES
-from app.rag.corpus import Traits
+from app.rag.corpus import COMPANY, PLACES, Traits
 
 __all__ = [
     "CLAUSES_READ",
@@ -147,6 +147,8 @@ class Facets:
     # 거", "얼마나 걸려요?"): a message the examples read as about what was shown may be.
     about_shown: bool = False
     another: bool = False  # asks for another field ("아예 다른 분야로, 집에서 할 수 있는 거")
+    # Where and with whom it leaves aside ("가게 일 말고, 동네 분들이랑"): not kept from before.
+    left_aside: frozenset[Constraint] = frozenset()
 
 
 NO_FACETS = Facets()
@@ -161,9 +163,12 @@ def wanting(whole: Facets, wanted: Facets) -> Facets:
     """The facets of a message that leaves something aside ("현장 말고 집에서", "사무실 안에서
     말고 바깥에서", "집은 그렇고, 출퇴근길에"): where and with whom come from what it wants
     (``wanted``: the words after what it leaves, :func:`leaving_aside`), not from what it
-    leaves; ease, cost and the rest from the whole."""
+    leaves, which is not kept from earlier turns either (``left_aside``: what the whole read
+    there and the rest did not); ease, cost and the rest from the whole."""
     kept = whole.constraints - _WHERE_AND_WITH_WHOM
-    return replace(whole, constraints=kept | (wanted.constraints & _WHERE_AND_WITH_WHOM))
+    asked = wanted.constraints & _WHERE_AND_WITH_WHOM
+    left = (whole.constraints & _WHERE_AND_WITH_WHOM) - asked
+    return replace(whole, constraints=kept | asked, left_aside=left)
 
 
 class FacetReader:
@@ -365,8 +370,15 @@ class FacetReaders:
             # "another" points at the conversation in a few words ("다른 분야로"): the words
             # decide it; the embedding, the rest.
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+            told: set[str] = set()
             for part in parts:
-                said |= self.dense.said(part) & _TOLD_IN_CLAUSES
+                told |= self.dense.said(part) & _TOLD_IN_CLAUSES
+            for kind in (PLACES, COMPANY):
+                # The whole's place is the one asked for; a clause's is then a reason given
+                # ("집에만 있으니까 답답한데, 밖에 나가서 하는 걸로"): so for company.
+                if said & set(kind):
+                    told -= set(kind)
+            said |= told
         if points_among(message):
             said.add(AMONG)
         if _ABOUT_SHOWN.search(message):

@@ -68,7 +68,7 @@ def what_it_wants(intent: Intent, wanted: Intent | None, state: SessionState) ->
 
 def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:
     """The constraints for this turn: the message's own, and, for a follow-up, those in force
-    before (a new place or company replacing the old one of its kind)."""
+    before (a new place or company replacing the old one of its kind; none it leaves aside)."""
     mine = set(facets.constraints)
     if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
         return frozenset(mine)
@@ -77,6 +77,8 @@ def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[C
         try:
             constraint = Constraint(value)
         except ValueError:  # stored by another release
+            continue
+        if constraint in facets.left_aside:  # "가게 일 말고, …": no longer at work
             continue
         for kind in (PLACES, COMPANY):
             if constraint.value in kind and any(c.value in kind for c in mine):

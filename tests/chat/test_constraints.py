@@ -20,7 +20,7 @@ from app.chat.constraints import (
     wanting,
 )
 from app.chat.follow_up import in_force, situation_of, told_so_far
-from app.chat.intent import IntentClassifiers, IntentKind
+from app.chat.intent import Intent, IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
@@ -326,3 +326,26 @@ def test_ease_and_cost_are_kept_from_the_whole_message() -> None:
     read = wanting(whole, wanted)
     assert read.constraints == {Constraint.FREE, Constraint.HOME}
     assert read.question
+    assert read.left_aside == {Constraint.WORK}
+
+
+def test_a_place_left_aside_is_not_kept_from_before() -> None:
+    """ "가게 일 말고, 동네 분들이랑 …" after a turn at work: work ends, neighbours come."""
+    at_work = _state(Constraint.WORK, Constraint.FREE)
+    said = Facets(
+        constraints=frozenset({Constraint.NEIGHBOURS}), left_aside=frozenset({Constraint.WORK})
+    )
+    assert in_force(Intent(IntentKind.MORE), said, at_work) == {
+        Constraint.NEIGHBOURS,
+        Constraint.FREE,
+    }
+
+
+def test_a_clause_giving_a_reason_does_not_add_a_second_place(
+    embedder: Embedder, facets: FacetReaders
+) -> None:
+    message = "집에만 있으니까 답답해서 그런데, 밖에 나가서 하는 걸로는?"
+    parts = clauses(message)
+    assert len(parts) >= 2
+    read = facets.read(message, embedder.embed_queries([message])[0], embedder.embed_queries(parts))
+    assert Constraint.OUTSIDE in read.constraints and Constraint.HOME not in read.constraints
