@@ -115,6 +115,7 @@ QUESTION = "question"
 AMONG = "among"
 ANOTHER = "another"
 ABOUT_SHOWN = "about_shown"  # read by its words alone (:data:`_ABOUT_SHOWN`), not a label
+MORE = "more"  # read by its words alone (:data:`_MORE`), not a label
 _SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
     f"job:{w}" for w in sorted(WORK_TYPES)
 )
@@ -147,6 +148,9 @@ class Facets:
     # 거", "얼마나 걸려요?"): a message the examples read as about what was shown may be.
     about_shown: bool = False
     another: bool = False  # asks for another field ("아예 다른 분야로, 집에서 할 수 있는 거")
+    # Asks for more by its words ("또 뭐 있어?", "몇 개 더", "다른 것도"), when nothing in it
+    # points at what was shown: a message the examples read as about what was shown may be.
+    more: bool = False
     # Where and with whom it leaves aside ("가게 일 말고, 동네 분들이랑"): not kept from before.
     left_aside: frozenset[Constraint] = frozenset()
 
@@ -229,6 +233,7 @@ def facets_of(said: set[str]) -> Facets:
         question=QUESTION in said,
         among=AMONG in said,
         about_shown=ABOUT_SHOWN in said,
+        more=MORE in said,
         another=ANOTHER in said,
     )
 
@@ -264,9 +269,17 @@ _AMONG = re.compile(
 #: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
 _ABOUT_SHOWN = re.compile(
     r"(?:^|[\s,.!?])(?:이|그|저)(?:거|것|건|걸|게|꺼)"
-    r"|(?:첫|두|세|네|마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*(?:번째|번|째)?\s*"
+    r"|(?:첫|두|세|네)\s*(?:번째|째)|(?:마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*"
     r"(?:거|것|꺼|걸|방법|챌린지)"
-    r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇|언제|어디|무슨|어느"
+    r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇(?!\s*(?:개|가지))|언제|어디|무슨|어느"
+)
+
+
+#: Asking for more, in words: "또", "다른", "딴", "추가로", "말고도", "더 있어?", "몇 개 더" ("더"
+#: alone compares: "뭐가 더 나아?", "좀 더 쉽게 설명해 줘").
+_MORE = re.compile(
+    r"(?:^|[\s,.!?])(?:또|다른|딴|추가로)(?=[\s,.!?]|$)|말고도"
+    r"|더\s*(?:있|없|알려|줘|보여|추천)|(?:하나|몇\s*개|몇\s*가지)\s*(?:만\s*)?더"
 )
 
 
@@ -383,6 +396,8 @@ class FacetReaders:
             said.add(AMONG)
         if _ABOUT_SHOWN.search(message):
             said.add(ABOUT_SHOWN)
+        if _MORE.search(message):
+            said.add(MORE)
         if not _ASKING.search(message):
             said.discard(QUESTION)
         return facets_of(said)

@@ -41,10 +41,14 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
         return Intent(IntentKind.AMONG)
     if facets.another and state.turns and kind in _MAY_BE_AMONG:
         return Intent(IntentKind.ANOTHER)
-    if kind is IntentKind.AMONG and facets.constraints and not _about_shown(facets):
-        # "회사 사람들 끌어들여서 같이 해 볼 만한 건 없을까?": read as about what was shown,
-        # but nothing in it points there: a critique, which asks for new ones.
-        return Intent(IntentKind.ASK)
+    if kind is IntentKind.AMONG and not _about_shown(facets):
+        # Read as about what was shown, but nothing in it points there: asking for more in
+        # words ("여름에 전기 아끼는 방법 또 뭐 있어?") asks for new ones, and so does a
+        # critique ("회사 사람들 끌어들여서 같이 해 볼 만한 건 없을까?").
+        if facets.more:
+            return Intent(IntentKind.MORE)
+        if facets.constraints:
+            return Intent(IntentKind.ASK)
     return intent
 
 

@@ -5,6 +5,7 @@ constraints decide what satisfies them, and a follow-up keeps them until the use
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -79,7 +80,8 @@ def test_every_suggestion_is_understood_as_meant(
         assert kind in (IntentKind.MORE, IntentKind.ASK), (text, kind)
     vector = embedder.embed_queries([ANOTHER_FIELD])[0]
     assert intents.decide(ANOTHER_FIELD, vector, shown).kind is IntentKind.ANOTHER
-    assert facets.read(ANOTHER_FIELD, vector) == Facets(another=True)
+    read = facets.read(ANOTHER_FIELD, vector)
+    assert read.another and not read.constraints and not read.among and not read.question
 
 
 def test_a_constraint_is_satisfied_by_the_traits_it_names() -> None:
@@ -158,6 +160,9 @@ def test_a_critique_read_as_about_what_was_shown_but_pointing_at_nothing_asks_fo
     asking = Facets(constraints=frozenset({Constraint.WORK}), question=True)
     assert with_facets(among, asking, shown).kind is IntentKind.AMONG
     assert with_facets(among, Facets(), shown).kind is IntentKind.AMONG  # "마지막 거 설명해줘"
+    more = Facets(more=True)  # "여름에 전기 아끼는 방법 또 뭐 있어?"
+    assert with_facets(among, more, shown).kind is IntentKind.MORE
+    assert with_facets(among, replace(more, about_shown=True), shown).kind is IntentKind.AMONG
 
 
 def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() -> None:
@@ -189,6 +194,8 @@ def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() ->
         ("혼자 주워서는 끝이 없더라. 마을 분들이랑 다 같이 치울 방법 없을까", False),
         ("더 쉬운 거 없어?", False),
         ("돈 안 드는 걸로만 보여 줘", False),
+        ("첫 번째로 추천한 거 좀 더 쉽게 설명해 줘", True),
+        ("비슷한 걸로 몇 개만 더 알려 주세요", False),
     ],
 )
 def test_what_points_at_a_challenge_shown_is_read_by_its_words(
@@ -349,3 +356,22 @@ def test_a_clause_giving_a_reason_does_not_add_a_second_place(
     assert len(parts) >= 2
     read = facets.read(message, embedder.embed_queries([message])[0], embedder.embed_queries(parts))
     assert Constraint.OUTSIDE in read.constraints and Constraint.HOME not in read.constraints
+
+
+@pytest.mark.parametrize(
+    ("message", "more"),
+    [
+        ("여름에 전기 아끼는 방법 또 뭐 있어?", True),
+        ("비슷한 걸로 몇 개만 더 알려 주세요", True),
+        ("다른 것도 있어?", True),
+        ("이런 거 더 없나", True),
+        ("상자 말고도 만들 만한 거", True),
+        ("두유랑 귀리우유 중에 뭐가 더 나음?", False),  # "더" alone compares
+        ("첫 번째로 추천한 거 좀 더 쉽게 설명해 줘", False),
+        ("집에서 할 수 있는 걸로", False),
+    ],
+)
+def test_asking_for_more_is_read_by_its_words(
+    embedder: Embedder, facets: FacetReaders, message: str, more: bool
+) -> None:
+    assert facets.read(message, embedder.embed_queries([message])[0]).more is more
