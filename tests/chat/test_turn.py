@@ -334,14 +334,13 @@ def _asks() -> FacetReaders:
     )
 
 
-async def test_asked_how_to_do_the_one_shown_the_answer_is_its_instruction_not_the_critiques(
-    scripted: ScriptedUpstreamThread,
-) -> None:
+async def _shown_one(scripted: ScriptedUpstreamThread) -> Planner:
+    """A planner whose session has shown the one challenge, under a critique it fails."""
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
     sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
     shown = Turn("돈 안 드는 거", "{}", Category.VEGAN, ("vg-1",), constraints=("free",))
     await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
-    planner = Planner(
+    return Planner(
         retriever=_FindsShown(),  # type: ignore[arg-type]
         intents=_intents(),
         facets=_asks(),
@@ -350,9 +349,27 @@ async def test_asked_how_to_do_the_one_shown_the_answer_is_its_instruction_not_t
         settings=settings,
         metrics=Metrics(),
     )
+
+
+async def test_asked_how_to_do_the_one_shown_the_answer_is_its_instruction_not_the_critiques(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    planner = await _shown_one(scripted)
     plan = await planner.free_text(_free_text("그 중에 이거 어떻게 시작해?"))
     assert isinstance(plan, TurnPlan) and plan.lead is _FindsShown.hit
     assert plan.recommend == (
         "우유 대신 두유를 사 보세요. '두유로 바꾸기'가 바로 그 이야기를 담은 챌린지예요."
     )
     assert plan.lead_description == "한 팩이면 일주일을 마십니다."
+
+
+async def test_asked_whether_the_one_shown_helps_the_answer_is_why_its_text_says_it_does(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    planner = await _shown_one(scripted)
+    plan = await planner.free_text(_free_text("그 중에 이거 하면 진짜 효과 있어?"))
+    assert isinstance(plan, TurnPlan) and plan.lead is _FindsShown.hit
+    assert plan.recommend == (
+        "한 팩이면 일주일을 마십니다. '두유로 바꾸기'가 바로 그 이야기를 담은 챌린지예요."
+    )
+    assert plan.lead_description == "우유 대신 두유를 사 보세요."
