@@ -76,6 +76,18 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b"
 
 
+def test_base_infos_first_answer_lifts_what_is_written_for_a_place_other_than_the_city() -> None:
+    everywhere = _hit("all", locations=("도시", "바닷가", "산", "농촌"))
+    sea = _hit("sea", locations=("바닷가",))
+    hits = [everywhere, sea, _hit("b", locations=("도시", "바닷가"))]
+    seaside = Situation("바닷가", "현장직", given=True)
+    assert _ids(rank(hits, situation=seaside, starter=True))[0] == "sea"
+    assert _ids(rank(hits, situation=seaside))[0] == "all", "a turn with an ask of its own"
+    city = Situation("도시", "사무직", given=True)
+    city_hits = [everywhere, _hit("b"), _hit("c"), _hit("city", locations=("도시",))]
+    assert _ids(rank(city_hits, situation=city, starter=True))[0] == "all"
+
+
 def test_a_situation_told_in_words_lifts_what_is_tagged_for_it() -> None:
     hits = [_hit("a"), _hit("b"), _hit("sea", locations=("바닷가",))]
     assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "sea"
