@@ -1,0 +1,160 @@
+"""The fit bench's conversations played through the planner in process, without the model.
+
+    .venv/bin/python bench/fit_offline.py --split dev [--store /tmp/fit-store] [--failures]
+
+What the gateway decides before the model writes (bench/fit_bench.py runs the whole stack):
+each conversation's turns in order in one session, each planned by the gateway's own
+``Planner`` (understanding, constraints, candidates, ranking, the question's answer, the
+recommend); the answer shows the gateway's first challenge and the next two ranked (where
+the model would choose two of the next three), and the session remembers them. Scored as
+bench/fit_scoring.py scores the gateway's answers: first_fits, share_fits, rule_by_traits,
+answered. Deterministic, about five seconds a split once the store is built: the loop to tune
+the planner on (dev and dev2); the stack's bench reports.
+
+The store: ``--store`` (or ``QDRANT_PATH``) is an embedded Qdrant directory; an empty one is
+built from the bundled catalogue on the first run (about a minute), and a running gateway's
+own store cannot be opened beside it (one process per store). Writes
+bench/results/fit_offline_<split>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.fit_scoring import answered, first_fits, fitting, rule_by_traits  # noqa: E402
+
+DATA = ROOT / "bench" / "data" / "fit"
+RESULTS = ROOT / "bench" / "results"
+METRICS = ("first_fits", "share_fits", "rule_by_traits", "answered")
+
+
+async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every turn's scores, in order."""
+    from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
+    from app.chat.sessions import Turn
+    from app.domain.categories import Category
+    from app.main import create_app
+
+    app = create_app()
+    rows: list[dict[str, Any]] = []
+    async with app.router.lifespan_context(app) as state:
+        planner = state["chat"].service._planner
+        sessions = planner._sessions
+        for convo in convos:
+            session = f"fit-offline-{convo['id']}-{time.time_ns()}"
+            earlier: list[str | None] = []
+            previous: list[str | None] = []
+            for number, step in enumerate(convo["steps"]):
+                label = step["label"]
+                if "base" in step:
+                    base = step["base"]
+                    plan: Any = await planner.base_info(
+                        BaseInfoTurn(
+                            session,
+                            None,
+                            time.monotonic(),
+                            base["location"],
+                            base["workType"],
+                            Category[base["category"]],
+                        )
+                    )
+                else:
+                    turn = FreeTextTurn(session, None, time.monotonic(), step["message"])
+                    plan = await planner.free_text(turn)
+                ids: list[str | None] = []
+                recommend = ""
+                if isinstance(plan, TurnPlan) and plan.lead is not None:
+                    ids = [plan.lead.document.id, *(h.document.id for h in plan.candidates[:2])]
+                    recommend = plan.recommend or ""
+                    remembered = Turn(
+                        user=plan.user_text,
+                        assistant="",
+                        category=plan.category,
+                        shown=tuple(i for i in ids if i),
+                        constraints=plan.constraints,
+                        told=plan.told,
+                        topic=plan.topic,
+                    )
+                    await sessions.record(session, turn=remembered)
+                rows.append(
+                    {
+                        "id": f"{convo['id']}#{number}",
+                        "kind": label["kind"],
+                        "asked": step.get("message") or step.get("base"),
+                        "shown": ids,
+                        "recommend": recommend,
+                        "first_fits": first_fits(ids, label),
+                        "share_fits": (fitting(ids, label), len(ids) or 3),
+                        "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
+                        "answered": answered(ids, label, recommend),
+                    }
+                )
+                earlier += ids
+                previous = ids or previous
+    return rows
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Each metric's rate, overall and per kind of turn."""
+    table: dict[str, dict[str, float | None]] = {}
+    kinds = ["all", *sorted({row["kind"] for row in rows})]
+    for metric in METRICS:
+        table[metric] = {}
+        for kind in kinds:
+            these = [r for r in rows if kind == "all" or r["kind"] == kind]
+            if metric == "share_fits":
+                fit, shown = (sum(r[metric][i] for r in these) for i in (0, 1))
+                table[metric][kind] = round(fit / shown, 3) if shown else None
+                continue
+            judged = [r[metric] for r in these if r[metric] is not None]
+            table[metric][kind] = round(sum(judged) / len(judged), 3) if judged else None
+    return table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", choices=("dev", "dev2", "test"), default="dev")
+    parser.add_argument("--store", help="an embedded Qdrant directory (default: QDRANT_PATH)")
+    parser.add_argument("--failures", action="store_true", help="print each first challenge missed")
+    args = parser.parse_args()
+    if args.store:
+        os.environ["QDRANT_PATH"] = args.store
+    logging.disable(logging.WARNING)  # the upstream is not needed: its probe's warnings
+    lines = (DATA / f"{args.split}.jsonl").read_text(encoding="utf-8").splitlines()
+    convos = [json.loads(line) for line in lines if line.strip()]
+    rows = asyncio.run(play(convos))
+    table = summarize(rows)
+    kinds = list(table["first_fits"])
+    print(f"{'metric':<16}" + "".join(f"{k:>10}" for k in kinds))
+    for metric, rates in table.items():
+        cells = (f"{rates[k]:>10.3f}" if rates[k] is not None else f"{'-':>10}" for k in kinds)
+        print(f"{metric:<16}" + "".join(cells))
+    if args.failures:
+        for row in rows:
+            if row["first_fits"] is False:
+                print(f"  {row['id']:<10} {row['kind']:<8} {row['asked']} -> {row['shown']}")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"fit_offline_{args.split}.json"
+    out.write_text(
+        json.dumps(
+            {"split": args.split, "summary": table, "turns": rows}, ensure_ascii=False, indent=1
+        ),
+        encoding="utf-8",
+    )
+    print(f"written: {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
