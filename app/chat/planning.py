@@ -494,6 +494,10 @@ class Planner:
         # A constraint filters what is found: look at more to find what satisfies it.
         k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
+            if more and first is not None and not scope.exclude:
+                # "More" shows nothing again while anything new is left: the nearest new one
+                # (and the answer says none fits) rather than one shown before that fits.
+                break
             hits = await self._search(query, scope, k=k)
             if hits is None:  # the store failed: no use asking it again
                 break

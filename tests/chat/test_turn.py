@@ -373,3 +373,71 @@ async def test_asked_whether_the_one_shown_helps_the_answer_is_why_its_text_says
         "한 팩이면 일주일을 마십니다. '두유로 바꾸기'가 바로 그 이야기를 담은 챌린지예요."
     )
     assert plan.lead_description == "우유 대신 두유를 사 보세요."
+
+
+class _KeepsScope(_CountsEmbeddings):
+    """Two VEGAN challenges: one shown before that satisfies "free", one new that does not;
+    each search finds those its scope allows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        traits = {"vg-old": "free", "vg-new": "some"}
+        self.hits = [
+            Hit(
+                Document(
+                    doc_id,
+                    f"챌린지 {doc_id}",
+                    "두유를 사 보세요. 일주일을 마십니다.",
+                    Category.VEGAN,
+                    ("도시",),
+                    ("사무직",),
+                    (),
+                    "",
+                    Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True),
+                ),
+                0.5,
+            )
+            for doc_id, cost in traits.items()
+        ]
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        return [hit for hit in self.hits if hit.document.id not in scope.exclude]
+
+
+async def test_more_shows_nothing_again_while_anything_new_is_left(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    """Nothing new satisfies "free": the nearest new one (said to be only that), not the one
+    shown before that does."""
+    from app.chat.constraints import Constraint
+    from app.chat.planning import _Query
+
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    shown = Turn("두유", "{}", Category.VEGAN, ("vg-old",), constraints=("free",))
+    state = await sessions.record("s", turn=shown, category=Category.VEGAN)
+    planner = Planner(
+        retriever=_KeepsScope(),  # type: ignore[arg-type]
+        intents=_intents(),
+        facets=_asks(),
+        sentences=None,
+        sessions=sessions,
+        settings=settings,
+        metrics=Metrics(),
+    )
+    free = frozenset({Constraint.FREE})
+    more = await planner._fitting(_Query("더"), Category.VEGAN, state, more=True, constraints=free)
+    assert [hit.document.id for hit in more[1]] == ["vg-new"]
+    # An ordinary turn may show again what fits (the question may be about it).
+    asked = await planner._fitting(
+        _Query("두유"), Category.VEGAN, state, more=False, constraints=free
+    )
+    assert [hit.document.id for hit in asked[1]] == ["vg-old", "vg-new"]
