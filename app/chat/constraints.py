@@ -46,6 +46,7 @@ __all__ = [
     "clauses",
     "leaving_aside",
     "points_among",
+    "points_at_one",
     "satisfies",
     "wanting",
 ]
@@ -267,12 +268,20 @@ _AMONG = re.compile(
 #: said ("위에", "방금", "아까"); or it asks how, why, how long or how much ("하나 만드는데
 #: 시간 얼마나 걸려요?"). Without any of these, a critique that the examples' vote reads as
 #: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
-_ABOUT_SHOWN = re.compile(
+_AT_ONE = (
     r"(?:^|[\s,.!?])(?:이|그|저)(?:거|것|건|걸|게|꺼)"
     r"|(?:첫|두|세|네)\s*(?:번째|째)|(?:마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*"
     r"(?:거|것|꺼|걸|방법|챌린지)"
-    r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇(?!\s*(?:개|가지))|언제|어디|무슨|어느"
 )
+_POINTS_AT_ONE = re.compile(_AT_ONE)
+_ABOUT_SHOWN = re.compile(
+    _AT_ONE + r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇(?!\s*(?:개|가지))|언제|어디|무슨|어느"
+)
+
+
+def points_at_one(message: str) -> bool:
+    """Whether ``message`` points at one challenge shown: a demonstrative or an ordinal."""
+    return _POINTS_AT_ONE.search(message) is not None
 
 
 #: Asking for more, in words: "또", "다른", "딴", "추가로", "말고도", "더 있어?", "몇 개 더" ("더"

@@ -47,6 +47,7 @@ from app.chat.constraints import (
     Facets,
     clauses,
     leaving_aside,
+    points_at_one,
     wanting,
 )
 from app.chat.fit import FitBank
@@ -184,8 +185,19 @@ class Planner:
         # "그 중에" points into a list (the one a choice among it came from); "이거" at the
         # answer just shown.
         pointed = state.last_list if facets.among else state.last_shown
+        # "그 중에 …" with no critique of its own, pointing at no one of them ("이거", "두 번째
+        # 거"), chooses by what else it says.
+        by_what_it_says = (
+            facets.among and not facets.constraints and not points_at_one(turn.message)
+        )
         category, pool = await self._choose(
-            search, intent, state, nearest, constraints, pointed=pointed
+            search,
+            intent,
+            state,
+            nearest,
+            constraints,
+            pointed=pointed,
+            by_what_it_says=by_what_it_says,
         )
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
@@ -434,17 +446,21 @@ class Planner:
         constraints: frozenset[Constraint],
         *,
         pointed: tuple[str, ...] = (),
+        by_what_it_says: bool = False,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The answer's category and its candidates, in retrieval's order (a choice among
-        those ``pointed`` at: in the order they were shown)."""
+        those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``)."""
         kind = intent.kind
         if kind is IntentKind.AMONG and pointed:
             last = pointed
             among = await self._search(query, Scope(only=frozenset(last)), k=len(last))
             if among:
                 # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the
-                # answer as the user read it, whose first was the best for what was asked.
-                among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
+                # answer as the user read it, whose first was the best for what was asked. A
+                # choice by what it says instead ("방금 세 개 중에 비행기 탈 일 있을 때 써먹을
+                # 만한 건?"): in the order of its search.
+                if not by_what_it_says:
+                    among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
                 return state.category or among[0].document.category, among
         if kind is IntentKind.ANOTHER:
             category: Category | None = await self._another_field(query, state, constraints)

@@ -441,3 +441,77 @@ async def test_more_shows_nothing_again_while_anything_new_is_left(
         _Query("두유"), Category.VEGAN, state, more=False, constraints=free
     )
     assert [hit.document.id for hit in asked[1]] == ["vg-old", "vg-new"]
+
+
+class _TwoShown(_CountsEmbeddings):
+    """Two VEGAN challenges shown in the order a, b; a search among them finds b first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hits = {
+            doc_id: Hit(
+                Document(
+                    doc_id,
+                    title,
+                    "두유를 사 보세요. 일주일을 마십니다.",
+                    Category.VEGAN,
+                    ("도시",),
+                    ("사무직",),
+                    (),
+                    "",
+                    Traits("easy", "free", frozenset({"home"}), frozenset({"alone"}), True),
+                ),
+                0.5,
+            )
+            for doc_id, title in (("vg-a", "두유로 바꾸기"), ("vg-b", "기내식은 채식으로"))
+        }
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        return [self.hits[i] for i in ("vg-b", "vg-a") if not scope.only or i in scope.only]
+
+
+def _reads_nothing() -> FacetReaders:
+    """A facet reader that reads no facet (pointers are read by their words)."""
+    lexical = LexicalEmbedder()
+    nothing = [FacetExample("아무거나", frozenset())]
+    return FacetReaders(
+        FacetReader(nothing, np.stack([TOPIC_VECTOR]), k=1),
+        FacetReader(nothing, lexical.embed_queries(["아무거나"]), k=1),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "lead"),
+    [
+        ("그 중에 비행기 탈 때 할 만한 건?", "vg-b"),  # by what it says: its search's order
+        ("그 중에 첫 번째 거 말이야", "vg-a"),  # at one of them: as they were shown
+    ],
+)
+async def test_a_choice_among_those_shown_goes_by_what_it_says_unless_it_points_at_one(
+    scripted: ScriptedUpstreamThread, message: str, lead: str
+) -> None:
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    shown = Turn("두유", "{}", Category.VEGAN, ("vg-a", "vg-b"))
+    await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
+    planner = Planner(
+        retriever=_TwoShown(),  # type: ignore[arg-type]
+        intents=_intents(),
+        facets=_reads_nothing(),
+        sentences=None,
+        sessions=sessions,
+        settings=settings,
+        metrics=Metrics(),
+    )
+    plan = await planner.free_text(_free_text(message))
+    assert isinstance(plan, TurnPlan) and plan.lead is not None
+    assert plan.lead.document.id == lead
