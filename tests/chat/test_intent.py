@@ -364,6 +364,25 @@ def test_the_catalogue_weighs_in_on_the_category() -> None:
     assert named == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
+@pytest.mark.parametrize(
+    ("message", "category"),
+    [
+        ("플라스틱 쓰레기를 줄여 보고 싶은데 뭐부터 할까", Category.ZERO_WASTE),
+        ("집 쓰레기 양을 좀 줄이는 챌린지 있어?", Category.ZERO_WASTE),
+        ("동네 길에 떨어진 쓰레기 주우면서 걷고 싶어", Category.PLOGGING),
+    ],
+)
+def test_reducing_waste_is_zero_waste_even_where_the_catalogue_hears_picking_it_up(
+    embedder: Embedder, message: str, category: Category
+) -> None:
+    """Asked to make less waste, the catalogue's nearest documents are about picking it up
+    (the embedder hears "쓰레기"): the examples' vote must carry "줄이" against that."""
+    heard = catalogue_evidence([Category.PLOGGING] * 4 + [Category.ZERO_WASTE])
+    vector = embedder.embed_queries([message])[0]
+    decided = build_intents(embedder).decide(message, vector, FRESH, evidence=heard)
+    assert decided == Intent(IntentKind.SWITCH, category)
+
+
 def test_nonsense_is_decided_by_its_characters(toy: IntentClassifier) -> None:
     on_topic = _unit(Label.TOPIC, Category.VEGAN)
     for message in ("ㅁㄴㅇㄹ", "?!?! 123", "ㅋㅋㅋㅋ", "🙂🙂"):
