@@ -284,6 +284,16 @@ def points_at_one(message: str) -> bool:
     return _POINTS_AT_ONE.search(message) is not None
 
 
+#: Money, or buying, said in words: "free" is read only with one. The vote alone read "장 볼 때
+#: 비닐 안 쓰는 방법" as free ("안 쓰는": not spending), and a constraint read in error hides
+#: the answer ("장바구니 들고 장보기" costs a bag). Every "free" labelled in the facet and fit
+#: sets says one of these.
+_MONEY = re.compile(
+    r"돈|공짜|무료|유료|비용|비싸|비싼|비쌀|저렴|값|지갑|회비|장비|원\b|[0-9]\s*원|만\s*원"
+    r"|살\s*필요|사지|안\s*사|사야|사는|사거나|구매|구입|지출|들이"
+)
+
+
 #: Asking for more, in words: "또", "다른", "딴", "추가로", "말고도", "더 있어?", "몇 개 더" ("더"
 #: alone compares: "뭐가 더 나아?", "좀 더 쉽게 설명해 줘").
 _MORE = re.compile(
@@ -409,4 +419,6 @@ class FacetReaders:
             said.add(MORE)
         if not _ASKING.search(message):
             said.discard(QUESTION)
+        if not _MONEY.search(message):
+            said.discard(Constraint.FREE.value)
         return facets_of(said)

@@ -376,3 +376,21 @@ def test_asking_for_more_is_read_by_its_words(
     embedder: Embedder, facets: FacetReaders, message: str, more: bool
 ) -> None:
     assert facets.read(message, embedder.embed_queries([message])[0]).more is more
+
+
+@pytest.mark.parametrize(
+    ("message", "free"),
+    [
+        ("장 볼 때 비닐 안 쓰는 방법", False),  # not spending plastic: no money said
+        ("휴대폰 용량이 맨날 꽉 차서 짜증 나", False),
+        ("돈 안 드는 걸로 알려 줘", True),
+        ("지갑 안 열고 해 볼 만한 건 없어?", True),
+        ("공짜로 할 수 있는 거 있어?", True),
+        ("비싼 건 빼고", True),
+    ],
+)
+def test_free_is_read_only_where_money_is_said(
+    embedder: Embedder, facets: FacetReaders, message: str, free: bool
+) -> None:
+    read = facets.read(message, embedder.embed_queries([message])[0])
+    assert (Constraint.FREE in read.constraints) is free
