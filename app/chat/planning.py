@@ -171,17 +171,21 @@ class Planner:
     async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
         state = await self._sessions.load(turn.session_id)
         query, nearest, intent = await self._understand(turn.message, state)
-        facets = await self._read_facets(turn.message, query)
+        # What a message that leaves something aside wants ("현장 말고 집에서", "쓰레기 얘기
+        # 말고, 먹을거리를 …"): read for its place, its field, and another field's search.
+        wants = await self._wants(turn.message, query)
+        facets = await self._read_facets(turn.message, query, wants)
         intent = with_facets(intent, facets, state)
-        intent = what_it_wants(intent, await self._wanted(turn.message, query, state), state)
+        intent = what_it_wants(intent, self._wanted(turn.message, wants, state), state)
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         critique = bool(facets.constraints)
         topic, search = _subject(turn.message, query, intent, state, critique=critique)
-        if intent.kind is IntentKind.ANOTHER:
-            topic, search = await self._leaving_aside(turn.message, search)
+        if intent.kind is IntentKind.ANOTHER and wants is not None:
+            # Another field is searched for what the message wants, not for what it leaves.
+            topic, search = wants.text, wants
         # "그 중에" points into a list (the one a choice among it came from); "이거" at the
         # answer just shown.
         pointed = state.last_list if facets.among else state.last_shown
@@ -291,24 +295,22 @@ class Planner:
             return ()
         return await self._search(query, Scope(only=frozenset(last)), k=len(last)) or ()
 
-    async def _wanted(self, message: str, query: _Query, state: SessionState) -> Intent | None:
-        """What a follow-up that leaves something aside asks for, read alone (its own
-        embedding, or its words in a burst); None when it leaves nothing aside, or names a
-        category (the whole's reading has it)."""
-        wanted = leaving_aside(message)
-        if wanted == message or not state.turns or named_category(message) is not None:
-            return None
-        vector = None if query.lexical else await self._embedding_if_free(wanted)
-        return self._intents.decide(wanted, vector, state)
-
-    async def _leaving_aside(self, message: str, query: _Query) -> tuple[str, _Query]:
-        """Another field asked for: the search is for what the message wants, not for what it
-        leaves (:func:`leaving_aside`; its own embedding, or its words in a burst)."""
+    async def _wants(self, message: str, query: _Query) -> _Query | None:
+        """The words a message wants after what it leaves aside (:func:`leaving_aside`), with
+        their own embedding (read by their words in a burst, or when the model is busy or
+        fails); None when it leaves nothing aside."""
         wanted = leaving_aside(message)
         if wanted == message:
-            return message, query
+            return None
         vector = None if query.lexical else await self._embedding_if_free(wanted)
-        return wanted, _Query(wanted, vector, lexical=vector is None)
+        return _Query(wanted, vector, lexical=vector is None)
+
+    def _wanted(self, message: str, wants: _Query | None, state: SessionState) -> Intent | None:
+        """What a follow-up that leaves something aside asks for, read alone; None when it
+        leaves nothing aside, or names a category (the whole's reading has it)."""
+        if wants is None or not state.turns or named_category(message) is not None:
+            return None
+        return self._intents.decide(wants.text, wants.vector, state)
 
     async def _embedding_if_free(self, text: str) -> QueryVector | None:
         """The embedding of words the turn reads besides its own (what it wants, beside what
@@ -330,10 +332,10 @@ class Planner:
             return None
         return self._fit_bank.fit(search.vector, (hit.document.id for hit in pool))
 
-    async def _read_facets(self, message: str, query: _Query) -> Facets:
-        """The message's facets; a message told in clauses is read clause by clause too, and
-        one that leaves a place aside ("현장 말고 집에서") is read for the place it wants (an
-        embedding each; none when the embedding model is busy: read by their words)."""
+    async def _read_facets(self, message: str, query: _Query, wants: _Query | None) -> Facets:
+        """The message's facets; a message told in clauses is read clause by clause too (an
+        embedding each; none when the embedding model is busy: the whole is read alone), and
+        one that leaves a place aside ("현장 말고 집에서") for the place it ``wants``."""
         with _tracer.start_as_current_span("facets") as span:
             parts: list[QueryVector] = []
             if query.vector is not None:
@@ -346,9 +348,8 @@ class Planner:
                     log.warning("a clause's embedding failed; the whole is read", exc_info=True)
                     parts = []
             facets = self._facets.read(message, query.vector, parts)
-            if (wanted := leaving_aside(message)) != message:
-                vector = await self._embedding_if_free(wanted) if query.vector is not None else None
-                facets = wanting(facets, self._facets.read(wanted, vector))
+            if wants is not None:
+                facets = wanting(facets, self._facets.read(wants.text, wants.vector))
             span.set_attribute("gateway.clauses", len(parts))
             span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
             span.set_attribute("gateway.question", facets.question)

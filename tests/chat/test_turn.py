@@ -515,3 +515,20 @@ async def test_a_choice_among_those_shown_goes_by_what_it_says_unless_it_points_
     plan = await planner.free_text(_free_text(message))
     assert isinstance(plan, TurnPlan) and plan.lead is not None
     assert plan.lead.document.id == lead
+
+
+async def test_what_a_message_wants_beside_what_it_leaves_is_embedded_once(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    """Read for its place, for its field and as another field's search: one embedding."""
+    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
+    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    shown = Turn("두유", "{}", Category.VEGAN, ("vg-1",))
+    await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
+    retriever = _CountsEmbeddings()
+    async with build_http_client(settings) as http:
+        service = _service(http, settings, retriever, sessions=sessions)
+        message = "두유 얘기는 됐고 다른 분야로"
+        events = [e async for e in service.free_text(_free_text(message), _Open())]
+    assert isinstance(events[-1], Done)
+    assert retriever.embedded.count("다른 분야로") == 1
