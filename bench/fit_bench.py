@@ -167,7 +167,9 @@ def _failed(answer: dict[str, Any]) -> list[str]:
     return failed
 
 
-def _rate(answers: list[dict[str, Any]], metric: str) -> tuple[float | None, int]:
+def rate(answers: list[dict[str, Any]], metric: str) -> tuple[float | None, int]:
+    """A metric's rate over ``answers`` and how many it judged (share_fits: over every
+    challenge shown)."""
     if metric == "share_fits":  # over all shown challenges, not per answer
         shown = sum(len(a["shown"]) for a in answers)
         return (round(sum(a["fitting"] for a in answers) / shown, 3) if shown else None), shown
@@ -178,7 +180,7 @@ def _rate(answers: list[dict[str, Any]], metric: str) -> tuple[float | None, int
 def summarize(answers: list[dict[str, Any]]) -> dict[str, Any]:
     groups = {"all": answers} | {k: [a for a in answers if a["kind"] == k] for k in KINDS}
     table = {
-        metric: {name: _rate(group, metric) for name, group in groups.items() if group}
+        metric: {name: rate(group, metric) for name, group in groups.items() if group}
         for metric in (*METRICS, "reader")
     }
     closes = [a["close_s"] for a in answers if a["terminal"] == "close"]

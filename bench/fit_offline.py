@@ -32,9 +32,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.fit_bench import load, rate  # noqa: E402
 from bench.fit_scoring import answered, first_fits, fitting, rule_by_traits  # noqa: E402
 
-DATA = ROOT / "bench" / "data" / "fit"
 RESULTS = ROOT / "bench" / "results"
 METRICS = ("first_fits", "share_fits", "rule_by_traits", "answered")
 
@@ -95,7 +95,7 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "shown": ids,
                         "recommend": recommend,
                         "first_fits": first_fits(ids, label),
-                        "share_fits": (fitting(ids, label), len(ids) or 3),
+                        "fitting": fitting(ids, label),
                         "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
                         "answered": answered(ids, label, recommend),
                     }
@@ -106,20 +106,15 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
-    """Each metric's rate, overall and per kind of turn."""
-    table: dict[str, dict[str, float | None]] = {}
+    """Each metric's rate, overall and per kind of turn (as fit_bench.py rates them)."""
     kinds = ["all", *sorted({row["kind"] for row in rows})]
-    for metric in METRICS:
-        table[metric] = {}
-        for kind in kinds:
-            these = [r for r in rows if kind == "all" or r["kind"] == kind]
-            if metric == "share_fits":
-                fit, shown = (sum(r[metric][i] for r in these) for i in (0, 1))
-                table[metric][kind] = round(fit / shown, 3) if shown else None
-                continue
-            judged = [r[metric] for r in these if r[metric] is not None]
-            table[metric][kind] = round(sum(judged) / len(judged), 3) if judged else None
-    return table
+    return {
+        metric: {
+            kind: rate([r for r in rows if kind == "all" or r["kind"] == kind], metric)[0]
+            for kind in kinds
+        }
+        for metric in METRICS
+    }
 
 
 def main() -> int:
@@ -131,9 +126,7 @@ def main() -> int:
     if args.store:
         os.environ["QDRANT_PATH"] = args.store
     logging.disable(logging.WARNING)  # the upstream is not needed: its probe's warnings
-    lines = (DATA / f"{args.split}.jsonl").read_text(encoding="utf-8").splitlines()
-    convos = [json.loads(line) for line in lines if line.strip()]
-    rows = asyncio.run(play(convos))
+    rows = asyncio.run(play(load(args.split)))
     table = summarize(rows)
     kinds = list(table["first_fits"])
     print(f"{'metric':<16}" + "".join(f"{k:>10}" for k in kinds))
