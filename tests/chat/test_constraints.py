@@ -47,6 +47,11 @@ def intents(embedder: Embedder) -> IntentClassifiers:
     return build_intents(embedder)
 
 
+def _read(embedder: Embedder, facets: FacetReaders, message: str) -> Facets:
+    """The facets the gateway reads in ``message`` with its embedding (no clauses)."""
+    return facets.read(message, embedder.embed_queries([message])[0])
+
+
 def _labels(facets: Facets) -> set[str]:
     said = {c.value for c in facets.constraints}
     said |= {f"at:{facets.location}"} if facets.location else set()
@@ -201,7 +206,7 @@ def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() ->
 def test_what_points_at_a_challenge_shown_is_read_by_its_words(
     embedder: Embedder, facets: FacetReaders, message: str, about: bool
 ) -> None:
-    read = facets.read(message, embedder.embed_queries([message])[0])
+    read = _read(embedder, facets, message)
     assert read.about_shown is about
 
 
@@ -323,8 +328,8 @@ def test_a_place_left_aside_is_not_the_place_asked_for(
     rest = leaving_aside(message)
     assert rest != message
     read = wanting(
-        facets.read(message, embedder.embed_queries([message])[0]),
-        facets.read(rest, embedder.embed_queries([rest])[0]),
+        _read(embedder, facets, message),
+        _read(embedder, facets, rest),
     )
     assert wanted in read.constraints and left not in read.constraints
 
@@ -376,7 +381,7 @@ def test_a_clause_giving_a_reason_does_not_add_a_second_place(
 def test_asking_for_more_is_read_by_its_words(
     embedder: Embedder, facets: FacetReaders, message: str, more: bool
 ) -> None:
-    assert facets.read(message, embedder.embed_queries([message])[0]).more is more
+    assert _read(embedder, facets, message).more is more
 
 
 @pytest.mark.parametrize(
@@ -393,5 +398,5 @@ def test_asking_for_more_is_read_by_its_words(
 def test_free_is_read_only_where_money_is_said(
     embedder: Embedder, facets: FacetReaders, message: str, free: bool
 ) -> None:
-    read = facets.read(message, embedder.embed_queries([message])[0])
+    read = _read(embedder, facets, message)
     assert (Constraint.FREE in read.constraints) is free

@@ -18,7 +18,7 @@ from app.chat.generation import Generator
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
 from app.chat.planning import Planner
-from app.chat.sessions import InMemorySessionStore, Turn
+from app.chat.sessions import InMemorySessionStore, SessionState, Turn
 from app.chat.turn import RecommendationService
 from app.config import Settings
 from app.domain.categories import Category
@@ -293,23 +293,55 @@ async def test_a_message_cut_into_many_clauses_costs_a_bounded_number_of_embeddi
     assert len(retriever.embedded) == 1 + CLAUSES_READ  # the whole, then the first clauses
 
 
-class _FindsShown(_CountsEmbeddings):
+def _vegan(
+    doc_id: str,
+    title: str,
+    body: str = "두유를 사 보세요. 일주일을 마십니다.",
+    *,
+    cost: str = "free",
+) -> Hit:
+    """An easy VEGAN challenge done at home, alone, by anyone."""
+    traits = Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True)
+    document = Document(doc_id, title, body, Category.VEGAN, ("도시",), ("사무직",), (), "", traits)
+    return Hit(document, 0.5)
+
+
+class _Catalogue(_CountsEmbeddings):
+    """A few challenges, each search finding those its scope allows, in the given order."""
+
+    def __init__(self, *hits: Hit) -> None:
+        super().__init__()
+        self.hits = hits
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        return [
+            hit
+            for hit in self.hits
+            if hit.document.id not in scope.exclude
+            and (not scope.only or hit.document.id in scope.only)
+        ]
+
+
+class _FindsShown(_Catalogue):
     """A catalogue of one challenge, written for money (it fails "free"), found by any search."""
 
-    hit = Hit(
-        Document(
-            "vg-1",
-            "두유로 바꾸기",
-            "우유 대신 두유를 사 보세요. 한 팩이면 일주일을 마십니다.",
-            Category.VEGAN,
-            ("도시",),
-            ("사무직",),
-            (),
-            "",
-            Traits("easy", "low", frozenset({"home"}), frozenset({"alone"}), True),
-        ),
-        0.5,
+    hit = _vegan(
+        "vg-1",
+        "두유로 바꾸기",
+        "우유 대신 두유를 사 보세요. 한 팩이면 일주일을 마십니다.",
+        cost="low",
     )
+
+    def __init__(self) -> None:
+        super().__init__(self.hit)
 
     async def retrieve(
         self,
@@ -334,21 +366,35 @@ def _asks() -> FacetReaders:
     )
 
 
-async def _shown_one(scripted: ScriptedUpstreamThread) -> Planner:
-    """A planner whose session has shown the one challenge, under a critique it fails."""
+async def _after(
+    scripted: ScriptedUpstreamThread,
+    shown: Turn,
+    retriever: object,
+    facets: FacetReaders,
+) -> tuple[Planner, SessionState]:
+    """A planner whose session (in VEGAN, begun there) has had the turn ``shown``."""
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
     sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
-    shown = Turn("돈 안 드는 거", "{}", Category.VEGAN, ("vg-1",), constraints=("free",))
-    await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
-    return Planner(
-        retriever=_FindsShown(),  # type: ignore[arg-type]
+    state = await sessions.record(
+        "s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN
+    )
+    planner = Planner(
+        retriever=retriever,  # type: ignore[arg-type]
         intents=_intents(),
-        facets=_asks(),
+        facets=facets,
         sentences=None,
         sessions=sessions,
         settings=settings,
         metrics=Metrics(),
     )
+    return planner, state
+
+
+async def _shown_one(scripted: ScriptedUpstreamThread) -> Planner:
+    """A planner whose session has shown the one challenge, under a critique it fails."""
+    shown = Turn("돈 안 드는 거", "{}", Category.VEGAN, ("vg-1",), constraints=("free",))
+    planner, _ = await _after(scripted, shown, _FindsShown(), _asks())
+    return planner
 
 
 async def test_asked_how_to_do_the_one_shown_the_answer_is_its_instruction_not_the_critiques(
@@ -375,43 +421,6 @@ async def test_asked_whether_the_one_shown_helps_the_answer_is_why_its_text_says
     assert plan.lead_description == "우유 대신 두유를 사 보세요."
 
 
-class _KeepsScope(_CountsEmbeddings):
-    """Two VEGAN challenges: one shown before that satisfies "free", one new that does not;
-    each search finds those its scope allows."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        traits = {"vg-old": "free", "vg-new": "some"}
-        self.hits = [
-            Hit(
-                Document(
-                    doc_id,
-                    f"챌린지 {doc_id}",
-                    "두유를 사 보세요. 일주일을 마십니다.",
-                    Category.VEGAN,
-                    ("도시",),
-                    ("사무직",),
-                    (),
-                    "",
-                    Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True),
-                ),
-                0.5,
-            )
-            for doc_id, cost in traits.items()
-        ]
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        k: int,
-        scope: Scope = ANYWHERE,
-        vector: np.ndarray | None = None,
-        lexical: bool = False,
-    ) -> list[Hit]:
-        return [hit for hit in self.hits if hit.document.id not in scope.exclude]
-
-
 async def test_more_shows_nothing_again_while_anything_new_is_left(
     scripted: ScriptedUpstreamThread,
 ) -> None:
@@ -420,19 +429,9 @@ async def test_more_shows_nothing_again_while_anything_new_is_left(
     from app.chat.constraints import Constraint
     from app.chat.planning import _Query
 
-    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
-    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    catalogue = _Catalogue(_vegan("vg-old", "헌 것"), _vegan("vg-new", "새 것", cost="some"))
     shown = Turn("두유", "{}", Category.VEGAN, ("vg-old",), constraints=("free",))
-    state = await sessions.record("s", turn=shown, category=Category.VEGAN)
-    planner = Planner(
-        retriever=_KeepsScope(),  # type: ignore[arg-type]
-        intents=_intents(),
-        facets=_asks(),
-        sentences=None,
-        sessions=sessions,
-        settings=settings,
-        metrics=Metrics(),
-    )
+    planner, state = await _after(scripted, shown, catalogue, _asks())
     free = frozenset({Constraint.FREE})
     more = await planner._fitting(_Query("더"), Category.VEGAN, state, more=True, constraints=free)
     assert [hit.document.id for hit in more[1]] == ["vg-new"]
@@ -441,41 +440,6 @@ async def test_more_shows_nothing_again_while_anything_new_is_left(
         _Query("두유"), Category.VEGAN, state, more=False, constraints=free
     )
     assert [hit.document.id for hit in asked[1]] == ["vg-old", "vg-new"]
-
-
-class _TwoShown(_CountsEmbeddings):
-    """Two VEGAN challenges shown in the order a, b; a search among them finds b first."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.hits = {
-            doc_id: Hit(
-                Document(
-                    doc_id,
-                    title,
-                    "두유를 사 보세요. 일주일을 마십니다.",
-                    Category.VEGAN,
-                    ("도시",),
-                    ("사무직",),
-                    (),
-                    "",
-                    Traits("easy", "free", frozenset({"home"}), frozenset({"alone"}), True),
-                ),
-                0.5,
-            )
-            for doc_id, title in (("vg-a", "두유로 바꾸기"), ("vg-b", "기내식은 채식으로"))
-        }
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        k: int,
-        scope: Scope = ANYWHERE,
-        vector: np.ndarray | None = None,
-        lexical: bool = False,
-    ) -> list[Hit]:
-        return [self.hits[i] for i in ("vg-b", "vg-a") if not scope.only or i in scope.only]
 
 
 def _reads_nothing() -> FacetReaders:
@@ -499,19 +463,10 @@ def _reads_nothing() -> FacetReaders:
 async def test_a_choice_among_those_shown_goes_by_what_it_says_unless_it_points_at_one(
     scripted: ScriptedUpstreamThread, message: str, lead: str
 ) -> None:
-    settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
-    sessions = InMemorySessionStore(max_sessions=10, max_turns=5, ttl_seconds=60)
+    # Shown in the order a, b; a search among them finds b first.
+    catalogue = _Catalogue(_vegan("vg-b", "기내식은 채식으로"), _vegan("vg-a", "두유로 바꾸기"))
     shown = Turn("두유", "{}", Category.VEGAN, ("vg-a", "vg-b"))
-    await sessions.record("s", turn=shown, category=Category.VEGAN, base_category=Category.VEGAN)
-    planner = Planner(
-        retriever=_TwoShown(),  # type: ignore[arg-type]
-        intents=_intents(),
-        facets=_reads_nothing(),
-        sentences=None,
-        sessions=sessions,
-        settings=settings,
-        metrics=Metrics(),
-    )
+    planner, _ = await _after(scripted, shown, catalogue, _reads_nothing())
     plan = await planner.free_text(_free_text(message))
     assert isinstance(plan, TurnPlan) and plan.lead is not None
     assert plan.lead.document.id == lead
