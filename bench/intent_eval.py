@@ -295,8 +295,13 @@ def _served(
         wanted = leaving_aside(turn.message)
         if wanted == turn.message or not state.turns or named_category(turn.message):
             return intent
+        wants = embedder.embed_queries([wanted])[0]
+        best_fit = fit.categories(wants, 1)
         return what_it_wants(
-            intent, knn.decide(wanted, embedder.embed_queries([wanted])[0], state), state
+            intent,
+            knn.decide(wanted, wants, state),
+            state,
+            best_fit=best_fit[0] if best_fit else None,
         )
 
     return decide

@@ -16,6 +16,7 @@ from app.chat.constraints import Constraint, Facets
 from app.chat.intent import Intent, IntentKind
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
+from app.domain.categories import Category
 from app.rag.corpus import COMPANY, PLACES
 
 __all__ = ["in_force", "situation_of", "told_so_far", "what_it_wants", "with_facets"]
@@ -57,17 +58,27 @@ def _about_shown(facets: Facets) -> bool:
     return facets.among or facets.about_shown or facets.question
 
 
-def what_it_wants(intent: Intent, wanted: Intent | None, state: SessionState) -> Intent:
+def what_it_wants(
+    intent: Intent,
+    wanted: Intent | None,
+    state: SessionState,
+    *,
+    best_fit: Category | None = None,
+) -> Intent:
     """The intent of a follow-up that leaves something aside ("쓰레기 얘기 말고, 산에 들고 가는
     먹을거리를 고기 없는 걸로", "디지털 얘긴 됐고, 이번엔 먹는 거 쪽으로"): read whole, what it
     leaves drowns the rest, and it reads as more of the current field; ``wanted`` is the
     reading of the words after what it leaves (:func:`app.chat.constraints.leaving_aside`;
-    None when it leaves nothing aside), which names the field it goes to."""
+    None when it leaves nothing aside), which names the field it goes to. ``best_fit``: the
+    category of the challenge those words fit best, when known; another field counts only
+    where it agrees (the examples alone hear "새참 얘기로 가자" as 문화 공유: "얘기")."""
     if wanted is None or not state.turns or intent.kind not in _MAY_GO_ELSEWHERE:
         return intent
-    if wanted.kind is IntentKind.SWITCH and wanted.category is not state.category:
-        return wanted
-    return intent
+    if wanted.kind is not IntentKind.SWITCH or wanted.category is state.category:
+        return intent
+    if best_fit is not None and wanted.category is not best_fit:
+        return intent
+    return wanted
 
 
 def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:

@@ -176,7 +176,12 @@ class Planner:
         wants = await self._wants(turn.message, query)
         facets = await self._read_facets(turn.message, query, wants)
         intent = with_facets(intent, facets, state)
-        intent = what_it_wants(intent, self._wanted(turn.message, wants, state), state)
+        intent = what_it_wants(
+            intent,
+            self._wanted(turn.message, wants, state),
+            state,
+            best_fit=self._best_fit(wants),
+        )
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
@@ -311,6 +316,14 @@ class Planner:
         if wants is None or not state.turns or named_category(message) is not None:
             return None
         return self._intents.decide(wants.text, wants.vector, state)
+
+    def _best_fit(self, query: _Query | None) -> Category | None:
+        """The category of the challenge that fits the query's words best (None without its
+        embedding or the fit bank)."""
+        if query is None or query.vector is None or self._fit_bank is None:
+            return None
+        best = self._fit_bank.categories(query.vector, 1)
+        return best[0] if best else None
 
     async def _embedding_if_free(self, text: str) -> QueryVector | None:
         """The embedding of words the turn reads besides its own (what it wants, beside what

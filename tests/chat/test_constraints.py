@@ -184,6 +184,9 @@ def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() ->
     back = Intent(IntentKind.BACK_TO_BASE)  # an intent that already goes somewhere stays
     assert what_it_wants(back, elsewhere, shown) == back
     assert what_it_wants(more, elsewhere, SessionState("s")) == more  # nothing said yet
+    # "새참 얘기로 가자": the examples hear another field, the catalogue's best fit does not.
+    assert what_it_wants(more, elsewhere, shown, best_fit=Category.VEGAN) == more
+    assert what_it_wants(more, elsewhere, shown, best_fit=Category.PLOGGING) == elsewhere
 
 
 @pytest.mark.parametrize(
