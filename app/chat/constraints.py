@@ -45,6 +45,7 @@ __all__ = [
     "Facets",
     "clauses",
     "leaving_aside",
+    "ordinal",
     "points_among",
     "points_at_one",
     "satisfies",
@@ -282,6 +283,22 @@ _ABOUT_SHOWN = re.compile(
 def points_at_one(message: str) -> bool:
     """Whether ``message`` points at one challenge shown: a demonstrative or an ordinal."""
     return _POINTS_AT_ONE.search(message) is not None
+
+
+#: An ordinal pointing at one challenge shown, and its place in the list (-1: the last).
+_ORDINAL = re.compile(r"(첫|두|세|네)\s*(?:번째|째)|(마지막|맨\s*(?:처음|앞|뒤|끝))")
+_ORDINAL_PLACES = {"첫": 0, "두": 1, "세": 2, "네": 3}
+
+
+def ordinal(message: str) -> int | None:
+    """The place in the list shown that ``message`` names ("두 번째 거": 1, "마지막 거": -1),
+    or None."""
+    found = _ORDINAL.search(message)
+    if found is None:
+        return None
+    if found.group(1):
+        return _ORDINAL_PLACES[found.group(1)]
+    return 0 if re.search(r"처음|앞", found.group(2)) else -1
 
 
 #: Money, or buying, said in words: "free" is read only with one. The vote alone read "장 볼 때

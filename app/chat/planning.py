@@ -47,6 +47,7 @@ from app.chat.constraints import (
     Facets,
     clauses,
     leaving_aside,
+    ordinal,
     points_at_one,
     wanting,
 )
@@ -207,6 +208,7 @@ class Planner:
             constraints,
             pointed=pointed,
             by_what_it_says=by_what_it_says,
+            at=ordinal(turn.message),
         )
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
@@ -461,9 +463,11 @@ class Planner:
         *,
         pointed: tuple[str, ...] = (),
         by_what_it_says: bool = False,
+        at: int | None = None,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The answer's category and its candidates, in retrieval's order (a choice among
-        those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``)."""
+        those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
+        one at the place ``at`` names first)."""
         kind = intent.kind
         if kind is IntentKind.AMONG and pointed:
             last = pointed
@@ -475,6 +479,9 @@ class Planner:
                 # 만한 건?"): in the order of its search.
                 if not by_what_it_says:
                     among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
+                named = _named_one(among, last, at)
+                if named is not None:  # "두 번째 거 어떻게 시작해?": that one, first
+                    among = (named, *(hit for hit in among if hit is not named))
                 return state.category or among[0].document.category, among
         if kind is IntentKind.ANOTHER:
             category: Category | None = await self._another_field(query, state, constraints)
@@ -644,6 +651,15 @@ class Planner:
             told=told,
             topic=topic,
         )
+
+
+def _named_one(hits: tuple[Hit, ...], shown: tuple[str, ...], at: int | None) -> Hit | None:
+    """The one of ``hits`` at the place ``at`` of the list ``shown`` (None: no such place, or
+    not among them)."""
+    if at is None or not -len(shown) <= at < len(shown):
+        return None
+    wanted = shown[at]
+    return next((hit for hit in hits if hit.document.id == wanted), None)
 
 
 def _described(lead: Hit | None, found: Found | None) -> str:

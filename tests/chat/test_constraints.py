@@ -16,6 +16,7 @@ from app.chat.constraints import (
     Facets,
     clauses,
     leaving_aside,
+    ordinal,
     points_among,
     satisfies,
     wanting,
@@ -403,3 +404,19 @@ def test_free_is_read_only_where_money_is_said(
 ) -> None:
     read = _read(embedder, facets, message)
     assert (Constraint.FREE in read.constraints) is free
+
+
+@pytest.mark.parametrize(
+    ("message", "place"),
+    [
+        ("두 번째 거 어떻게 시작해?", 1),
+        ("첫번째 거 매일 해야 효과 있나요", 0),
+        ("세 번째 챌린지 준비물 뭐야", 2),
+        ("마지막꺼 만드는법좀", -1),
+        ("맨 처음 방법부터 차근차근 알려줘", 0),
+        ("세 개 중에 쉬운 거", None),  # a count, not a place
+        ("두부 요리 알려줘", None),
+    ],
+)
+def test_an_ordinal_names_a_place_in_the_list_shown(message: str, place: int | None) -> None:
+    assert ordinal(message) == place

@@ -458,6 +458,7 @@ def _reads_nothing() -> FacetReaders:
     [
         ("그 중에 비행기 탈 때 할 만한 건?", "vg-b"),  # by what it says: its search's order
         ("그 중에 첫 번째 거 말이야", "vg-a"),  # at one of them: as they were shown
+        ("그 중에 두 번째 거 어떻게 시작해?", "vg-b"),  # the place it names
     ],
 )
 async def test_a_choice_among_those_shown_goes_by_what_it_says_unless_it_points_at_one(
