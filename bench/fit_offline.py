@@ -8,7 +8,8 @@ each conversation's turns in order in one session, each planned by the gateway's
 recommend); the answer shows the gateway's first challenge and the next two ranked (where
 the model would choose two of the next three), and the session remembers them. Scored as
 bench/fit_scoring.py scores the gateway's answers: first_fits, share_fits, rule_by_traits,
-answered. Deterministic, about five seconds a split once the store is built: the loop to tune
+answered; and situation_fits, the reader check "fits" (in a base-info session every challenge
+shown fits its location and work type). Deterministic, about five seconds a split once the store is built: the loop to tune
 the planner on (dev and dev2); the stack's bench reports.
 
 The store: ``--store`` (or ``QDRANT_PATH``) is an embedded Qdrant directory; an empty one is
@@ -36,29 +37,34 @@ from bench.fit_bench import load, rate  # noqa: E402
 from bench.fit_scoring import answered, first_fits, fitting, rule_by_traits  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-METRICS = ("first_fits", "share_fits", "rule_by_traits", "answered")
+METRICS = ("first_fits", "share_fits", "rule_by_traits", "answered", "situation_fits")
 
 
 async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every turn's scores, in order."""
     from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
     from app.chat.sessions import Turn
+    from app.config import Settings
     from app.domain.categories import Category
     from app.main import create_app
+    from app.rag.corpus import load_corpus
 
     app = create_app()
     rows: list[dict[str, Any]] = []
     async with app.router.lifespan_context(app) as state:
         planner = state["chat"].service._planner
         sessions = planner._sessions
+        documents = {d.id: d for d in load_corpus(Settings().corpus_path)}
         for convo in convos:
             session = f"fit-offline-{convo['id']}-{time.time_ns()}"
             earlier: list[str | None] = []
             previous: list[str | None] = []
+            given: tuple[str, str] | None = None  # base-info's location and work type
             for number, step in enumerate(convo["steps"]):
                 label = step["label"]
                 if "base" in step:
                     base = step["base"]
+                    given = (base["location"], base["workType"])
                     plan: Any = await planner.base_info(
                         BaseInfoTurn(
                             session,
@@ -98,6 +104,16 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "fitting": fitting(ids, label),
                         "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
                         "answered": answered(ids, label, recommend),
+                        # SPEC: in a base-info session every challenge fits its location and
+                        # work type (bench/reader_checks.py "fits"); None without one.
+                        "situation_fits": None
+                        if given is None or not ids
+                        else all(
+                            given[0] in documents[i].locations
+                            and given[1] in documents[i].work_types
+                            for i in ids
+                            if i in documents
+                        ),
                     }
                 )
                 earlier += ids

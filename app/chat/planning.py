@@ -530,10 +530,16 @@ class Planner:
         first: tuple[Category, tuple[Hit, ...]] | None = None
         # A constraint filters what is found: look at more to find what satisfies it.
         k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
+        situated = bool(state.location and state.work_type)
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
             if more and first is not None and not scope.exclude:
                 # "More" shows nothing again while anything new is left: the nearest new one
                 # (and the answer says none fits) rather than one shown before that fits.
+                break
+            if first is not None and situated and not (scope.location and scope.work_type):
+                # Every challenge fits base-info's location and work type (SPEC): a scope
+                # that relaxes them is for a situation that holds nothing at all, not for a
+                # constraint nothing there satisfies (the nearest, and the answer says so).
                 break
             hits = await self._search(query, scope, k=k)
             if hits is None:  # the store failed: no use asking it again
@@ -722,24 +728,23 @@ def _scopes(
 ) -> Iterator[Scope]:
     """Where to look for candidates, best first. Always first: in the category, fitting the
     situation (base-info's location and work type, when given), not shown before. Then, for an
-    ordinary turn, shown before too, then fitting less of the situation. For "more" (SPEC: in
-    the current category while it has fitting ones left): the category's ones fitting half
-    the situation (its work type, then its location), then the nearest other category's
-    fitting ones not shown, then fitting less, then anything. ("현장 말고 집에서" in an
-    upcycling session is upcycling at home, not plogging that happens to fit the place.)"""
+    ordinary turn, shown before too; for "more" (SPEC: in the current category while it has
+    fitting ones left), the nearest other category's fitting ones not shown. Only then the
+    scopes fitting less of the situation (its work type, then its location), then anything
+    (the caller stops before them when a fitting scope held any: SPEC, every challenge fits
+    base-info's location and work type)."""
     situated = bool(location and work_type)
     tried: set[Scope] = set()
-    halves = [
-        Scope(category, work_type=work_type, exclude=shown),
-        Scope(category, location=location, exclude=shown),
-    ]
     order = [Scope(category, location, work_type, exclude=shown)]
     if more:
-        order += [*(halves if situated else ()), Scope(None, location, work_type, exclude=shown)]
+        order.append(Scope(None, location, work_type, exclude=shown))
     else:
         order.append(Scope(category, location, work_type))
     if situated:
-        order += halves
+        order += [
+            Scope(category, work_type=work_type, exclude=shown),
+            Scope(category, location=location, exclude=shown),
+        ]
     order += [Scope(category, exclude=shown), Scope(category)]
     for scope in order:
         if scope not in tried:

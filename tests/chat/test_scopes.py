@@ -1,5 +1,7 @@
 """Where a turn's candidates are looked for, in order (``planning._scopes``): "more" stays in
-the current category while it has ones fitting part of the situation, before it leaves it."""
+the current category while it has ones fitting the situation, then looks in the others for ones
+fitting it, and only then relaxes it (SPEC: every challenge fits base-info's location and work
+type; the planner stops before a relaxed scope once a fitting one held any: test_turn.py)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,13 @@ from app.rag.scope import Scope
 SHOWN = frozenset({"up-019"})
 
 
-def test_more_relaxes_the_situation_before_it_leaves_the_category() -> None:
+def test_more_leaves_the_category_before_it_relaxes_the_situation() -> None:
     order = list(_scopes(Category.UPCYCLING, "산", "현장직", SHOWN, more=True))
-    other = Scope(None, "산", "현장직", exclude=SHOWN)
     assert order[:4] == [
         Scope(Category.UPCYCLING, "산", "현장직", exclude=SHOWN),
+        Scope(None, "산", "현장직", exclude=SHOWN),
         Scope(Category.UPCYCLING, work_type="현장직", exclude=SHOWN),
         Scope(Category.UPCYCLING, location="산", exclude=SHOWN),
-        other,
     ]
     assert len(order) == len(set(order))  # each scope searched once
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -299,10 +300,15 @@ def _vegan(
     body: str = "두유를 사 보세요. 일주일을 마십니다.",
     *,
     cost: str = "free",
+    where: tuple[str, str] = ("도시", "사무직"),
 ) -> Hit:
-    """An easy VEGAN challenge done at home, alone, by anyone."""
+    """An easy VEGAN challenge done at home, alone, by anyone (written for ``where``: a
+    location and a work type)."""
     traits = Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True)
-    document = Document(doc_id, title, body, Category.VEGAN, ("도시",), ("사무직",), (), "", traits)
+    location, work_type = where
+    document = Document(
+        doc_id, title, body, Category.VEGAN, (location,), (work_type,), (), "", traits
+    )
     return Hit(document, 0.5)
 
 
@@ -327,6 +333,28 @@ class _Catalogue(_CountsEmbeddings):
             for hit in self.hits
             if hit.document.id not in scope.exclude
             and (not scope.only or hit.document.id in scope.only)
+        ]
+
+
+class _Situated(_Catalogue):
+    """Each search finds the challenges its scope's category and situation allow too."""
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        found = await super().retrieve(query, k=k, scope=scope)
+        return [
+            hit
+            for hit in found
+            if scope.category in (None, hit.document.category)
+            and scope.location in (None, *hit.document.locations)
+            and scope.work_type in (None, *hit.document.work_types)
         ]
 
 
@@ -440,6 +468,36 @@ async def test_more_shows_nothing_again_while_anything_new_is_left(
         _Query("두유"), Category.VEGAN, state, more=False, constraints=free
     )
     assert [hit.document.id for hit in asked[1]] == ["vg-old", "vg-new"]
+
+
+@pytest.mark.parametrize("more", [True, False])
+async def test_a_critique_never_brings_what_does_not_fit_the_given_situation(
+    scripted: ScriptedUpstreamThread, more: bool
+) -> None:
+    """In a base-info session (산, 현장직) nothing fitting satisfies "free": the nearest that
+    fits (the answer says none satisfies it), not a free one written for the city (SPEC: every
+    challenge fits base-info's location and work type). Only a situation that holds nothing
+    at all is relaxed."""
+    from app.chat.constraints import Constraint
+    from app.chat.planning import _Query
+
+    fitting = _vegan("vg-fit", "산에서", cost="low", where=("산", "현장직"))
+    city = _vegan("vg-city", "도시에서", where=("도시", "사무직"))
+    shown = Turn("채식", "{}", Category.VEGAN, ("vg-shown",))
+    free = frozenset({Constraint.FREE})
+    planner, state = await _after(scripted, shown, _Situated(city, fitting), _asks())
+    state = replace(state, location="산", work_type="현장직")
+    _, hits = await planner._fitting(
+        _Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
+    )
+    assert [hit.document.id for hit in hits] == ["vg-fit"]
+
+    planner, state = await _after(scripted, shown, _Situated(city), _asks())
+    state = replace(state, location="산", work_type="현장직")
+    _, hits = await planner._fitting(
+        _Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
+    )
+    assert [hit.document.id for hit in hits] == ["vg-city"]  # nothing fits: the nearest
 
 
 def _reads_nothing() -> FacetReaders:
