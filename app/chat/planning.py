@@ -324,7 +324,7 @@ class Planner:
         embedding or the fit bank)."""
         if query is None or query.vector is None or self._fit_bank is None:
             return None
-        best = self._fit_bank.categories(query.vector, 1)
+        best = self._fit_bank.categories(query.vector, 1, query.text)
         return best[0] if best else None
 
     async def _embedding_if_free(self, text: str) -> QueryVector | None:
@@ -345,7 +345,8 @@ class Planner:
         split), in a burst, or without the bank."""
         if self._fit_bank is None or search.vector is None or not pool:
             return None
-        return self._fit_bank.fit(search.vector, (hit.document.id for hit in pool))
+        ids = (hit.document.id for hit in pool)
+        return self._fit_bank.fit(search.vector, ids, search.text)
 
     async def _read_facets(self, message: str, query: _Query, wants: _Query | None) -> Facets:
         """The message's facets; a message told in clauses is read clause by clause too (an
@@ -432,7 +433,8 @@ class Planner:
         nearby = [hit.document.category for hit in nearest]
         if query.vector is None or self._fit_bank is None:
             return catalogue_evidence(nearby)
-        return fused_evidence(nearby, self._fit_bank.categories(query.vector, _EVIDENCE_K))
+        best = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
+        return fused_evidence(nearby, best)
 
     async def _confirm_refusal(
         self, text: str, state: SessionState, intent: Intent, evidence: Evidence | None

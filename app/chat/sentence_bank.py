@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from app.chat.answers import SentenceBank, sentences_of
-from app.chat.fit import FitBank
+from app.chat.fit import FitBank, Words
 from app.config import Settings
 from app.rag.corpus import Document, load_corpus
 from app.rag.embedder import Embedder, Vectors, load_embedder
@@ -99,6 +99,7 @@ def build_fit_bank(embedder: Embedder, corpus_path: Path) -> FitBank:
         _vectors("passages", passages, embedder, queries=False),
         [doc_id for doc_id, _ in asks],
         _vectors("asks", asks, embedder, queries=True),
+        Words([" ".join((d.title, *d.asks)) for d in documents]),
     )
 
 

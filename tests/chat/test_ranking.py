@@ -10,7 +10,7 @@ import pytest
 
 from app.chat.answers import SentenceBank, find_answer
 from app.chat.constraints import Constraint
-from app.chat.fit import ASK_WEIGHT, FitBank
+from app.chat.fit import ASK_WEIGHT, WORDS_WEIGHT, FitBank, Words
 from app.chat.ranking import Ranked, Situation, rank
 from app.domain.categories import Category
 from app.rag.corpus import Document, Traits
@@ -119,7 +119,7 @@ def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
     # vector, equal or not, afresh.
     scored: list[object] = []
     score = bank._score
-    bank._score = lambda vector: scored.append(vector) or score(vector)  # type: ignore[method-assign]
+    bank._score = lambda v, text: scored.append(v) or score(v, text)  # type: ignore[method-assign]
     bank.categories(query, 2)
     bank.fit(query, ["zw-1"])
     assert scored == []  # scored above, by the categories asked before
@@ -127,6 +127,40 @@ def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
     assert bank.fit(other, ["md-1"]) == pytest.approx({"md-1": 0.6}) and len(scored) == 1
     empty = FitBank([], np.zeros((0, 3)), [], np.zeros((0, 3)))
     assert empty.fit(query, ["zw-1"]) == {} and empty.categories(query, 3) == []
+
+
+def test_words_a_message_shares_with_a_title_or_ask_move_its_fit() -> None:
+    """The cosines barely part the two; the word "화상회의" the message shares with one
+    title does, by WORDS_WEIGHT of the cosines' spread; a message sharing no word with any is
+    fitted by its vector alone."""
+    documents = [
+        ("cf-1", Category.CARBON_FOOTPRINT),
+        ("dc-1", Category.DIGITAL_CARBON),
+        ("vg-1", Category.VEGAN),
+    ]
+    passages = np.array([[1, 0], [0.99, 0.141], [0, 1]], dtype=np.float32)
+    words = Words(
+        ["출장 대신 기차 타기 출장이 잦아", "화상회의 카메라 끄기 회의가 많아", "두부 먹기"]
+    )
+    assert len(words) == 3 and not words.scores("오늘 날씨").any()
+    bank = FitBank(documents, passages, [], np.zeros((0, 2)), words)
+    plain = FitBank(documents, passages, [], np.zeros((0, 2)))
+    query = np.array([1, 0], dtype=np.float32)
+    ids = ["cf-1", "dc-1", "vg-1"]
+    cosines = plain.fit(query, ids)
+    assert plain.categories(query, 1) == [Category.CARBON_FOOTPRINT]
+    text = "재택이라 화상회의만 하루에 대여섯 개야"
+    assert bank.categories(query, 1, text) == [Category.DIGITAL_CARBON]
+    shared = words.scores(text)  # only dc-1 shares words: standardized, it stands √2 above
+    assert shared[0] == shared[2] == 0 < shared[1]
+    lift = WORDS_WEIGHT * float(np.std(list(cosines.values())))
+    fit = bank.fit(query, ids, text)
+    assert fit["dc-1"] - fit["cf-1"] == pytest.approx(
+        cosines["dc-1"] - cosines["cf-1"] + lift * 3 / np.sqrt(2), abs=1e-5
+    )
+    assert bank.fit(query, ids, "오늘 날씨") == pytest.approx(cosines)
+    with pytest.raises(ValueError, match="words per document"):
+        FitBank(documents, passages, [], np.zeros((0, 2)), Words(["하나"]))
 
 
 def test_a_question_is_answered_by_the_sentence_that_holds_it() -> None:
