@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from app.domain.categories import LOCATIONS, WORK_TYPES
+from app.domain.categories import LOCATIONS, WORK_TYPES, Category, parse_category
 from app.rag.corpus import COMPANY, PLACES, Traits
 
 __all__ = [
@@ -45,6 +45,8 @@ __all__ = [
     "Facets",
     "clauses",
     "leaving_aside",
+    "left_aside",
+    "left_words",
     "ordinal",
     "points_among",
     "points_at_one",
@@ -330,6 +332,15 @@ _ASKING = re.compile(
 )
 
 
+#: What a question asks of a challenge: asking for more in words ("러닝 플로깅 말고 다른 거
+#: 있어?", "또 뭐 있어?") has a question's form, and asks nothing the catalogue could answer
+#: unless it says one of these (its answer had opened with "그 질문에 꼭 맞는 답은 …
+#: 없지만"); "플로깅이랑 다른 거야?" asks how two differ.
+_ASKS_OF_IT = re.compile(
+    r"어떻게|어떡|왜|얼마|언제|어디|무슨|어느|효과|도움|의미|차이|뜻|달라|다른\s*(?:거야|건가|건지)"
+)
+
+
 #: Where a message's clauses end: after a connective of background or reason ("사는데",
 #: "원룸인데", "많아서", "키우니까", "좋지만") or a punctuation mark. Not after "-고" ("살고
 #: 있어", "타고") or "-면" ("낮추면 줄어?"): cut there, a clause read alone said what the
@@ -376,11 +387,52 @@ _LEAVING = re.compile(
 )
 
 
+#: Words about a field or the act of leaving it, not about a challenge ("플로깅 얘기는 말고").
+_FIELD_WORD = re.compile(
+    r"말고|빼고|됐고|됐으니|제외하고|그만하고|그렇고|얘기|이야기|얘긴|분야|챌린지|관련|종류"
+    r"|카테고리|주제|이런|그런|이거|그거|저거|이건|그건"
+)
+
+
+#: A verb's clause made a noun ("바꾸는 거", "사는 것", "먹을 건").
+_A_CLAUSE = re.compile(r"[가-힣](?:는|은|을|던|ㄴ|ㄹ)\s*(?:거|것|건|걸)(?![가-힣])")
+_FIELD_NAMES = tuple(
+    re.compile(r"\s*".join(map(re.escape, c.label.replace(" ", ""))), re.I) for c in Category
+)
+
+
 def leaving_aside(message: str) -> str:
     """``message`` without the words naming what the user leaves (the whole message when it
     names nothing left, or nothing else)."""
     rest = _LEAVING.sub("", message, count=1).strip(" ,.")
     return rest if re.search(r"[가-힣].*[가-힣]", rest) else message
+
+
+def left_words(message: str) -> tuple[str, ...]:
+    """The words naming what the user leaves aside, as a title would say them ("텀블러" of
+    "텀블러 말고 또 뭐 있어?", "러닝" of "러닝 플로깅은 빼고"): words of two syllables or more,
+    their particles cut, neither a field's name nor a word about the field ("얘기", "쪽"). A
+    clause left aside ("나 혼자 바꾸는 거 말고") names a way of doing, not a challenge: none."""
+    left = left_aside(message)
+    if _A_CLAUSE.search(left):
+        return ()
+    for name in _FIELD_NAMES:
+        left = name.sub(" ", left)
+    words = []
+    for word in re.findall(r"[가-힣A-Za-z]+", left):
+        word = re.sub(r"(?:은|는|이|가|을|를|도|이랑|랑|하고|같은)$", "", word)
+        if len(word) >= 2 and not _FIELD_WORD.fullmatch(word) and parse_category(word) is None:
+            words.append(word)
+    return tuple(words)
+
+
+def left_aside(message: str) -> str:
+    """The words naming what the user leaves, with the word that leaves it ("플로깅 말고" of
+    "플로깅 말고 다른 거 추천해줘"); empty when :func:`leaving_aside` finds nothing left."""
+    if leaving_aside(message) == message:
+        return ""
+    found = _LEAVING.match(message)
+    return found.group(0) if found else ""
 
 
 def points_among(message: str) -> bool:
@@ -434,7 +486,7 @@ class FacetReaders:
             said.add(ABOUT_SHOWN)
         if _MORE.search(message):
             said.add(MORE)
-        if not _ASKING.search(message):
+        if not _ASKING.search(message) or (MORE in said and not _ASKS_OF_IT.search(message)):
             said.discard(QUESTION)
         if not _MONEY.search(message):
             said.discard(Constraint.FREE.value)

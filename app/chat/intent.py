@@ -49,6 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from app.chat.constraints import leaving_aside, left_aside
 from app.chat.sessions import SessionState
 from app.domain.categories import Category
 
@@ -64,6 +65,7 @@ __all__ = [
     "Label",
     "catalogue_evidence",
     "fused_evidence",
+    "left_category",
     "named_category",
     "normalize_message",
 ]
@@ -97,6 +99,7 @@ class Label(enum.Enum):
 class Intent:
     kind: IntentKind
     category: Category | None = None  # the target of a SWITCH
+    away_from: Category | None = None  # ANOTHER: a field left aside by name, besides the current
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,12 @@ _HANGUL_SYLLABLE = re.compile(r"[가-힣]")
 #: to base-info's category says one; "다시 출퇴근 얘기로" names a topic instead).
 _THE_START = re.compile(r"처음|첨|원래|기본|먼저|설정|맨\s*앞|base|first|original|start", re.I)
 _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
+#: What may stand beside a field's name in the words that leave it aside ("플로깅 쪽은 말고",
+#: "비건 챌린지 얘기는 됐고"): the field itself is left, not one of its challenges.
+_FIELD_WORDS = re.compile(
+    r"말고|빼고|됐고|됐으니|제외하고|그만하고|그렇고|얘기|이야기|얘긴|쪽|분야|챌린지|관련|종류"
+    r"|카테고리|주제|같은|이런|그런|거|건|[은는이가을를도]"
+)
 # Labels and codes as people type them: any case, spaces and underscores optional.
 _NAMES: tuple[tuple[re.Pattern[str], Category], ...] = tuple(
     (re.compile(r"\s*".join(map(re.escape, name.replace(" ", "").replace("_", ""))), re.I), c)
@@ -168,8 +177,28 @@ def normalize_message(text: str) -> str:
 
 def named_category(message: str) -> Category | None:
     """The one category whose label or code the message spells out (spaces, case and
-    underscores aside); None when it names none or several."""
-    flat = message.replace("_", "")
+    underscores aside) in what it asks for: a field it leaves aside by name ("플로깅 말고 다른
+    거", :func:`left_category`) is not asked for. None when it names none or several."""
+    if left_category(message) is not None:
+        return _named(leaving_aside(message))
+    return _named(message)
+
+
+def left_category(message: str) -> Category | None:
+    """The category a message leaves aside by its name alone ("플로깅 말고 다른 거 추천해줘",
+    "비건 얘기는 됐고"), None otherwise: "러닝 플로깅 말고" leaves one challenge, not the field."""
+    left = left_aside(message)
+    category = _named(left)
+    if category is None:
+        return None
+    for pattern, named in _NAMES:
+        if named is category:
+            left = pattern.sub(" ", left.replace("_", ""))
+    return None if _HANGUL_SYLLABLE.search(_FIELD_WORDS.sub(" ", left)) else category
+
+
+def _named(text: str) -> Category | None:
+    flat = text.replace("_", "")
     found = {category for pattern, category in _NAMES if pattern.search(flat)}
     return found.pop() if len(found) == 1 else None
 
@@ -289,7 +318,30 @@ class IntentClassifier:
         evidence: Evidence | None = None,
     ) -> Intent:
         """What ``message`` asks for in the session ``state``; ``vector`` is its embedding,
-        ``evidence`` what the catalogue says of its category (:func:`catalogue_evidence`)."""
+        ``evidence`` what the catalogue says of its category (:func:`catalogue_evidence`). A
+        field left aside by name ("플로깅 말고 다른 거 추천해줘") asks for another field, away
+        from it, where the rest would have stayed in it or gone to it (the name pulls the
+        meaning of the whole towards it)."""
+        intent = self._decide(message, vector, state, evidence=evidence)
+        left = left_category(message)
+        if left is None:
+            return intent
+        staying = intent.kind in (IntentKind.ASK, IntentKind.MORE) and state.category in (
+            None,
+            left,
+        )
+        if staying or intent.kind is IntentKind.ANOTHER or intent.category is left:
+            return Intent(IntentKind.ANOTHER, away_from=left)
+        return intent
+
+    def _decide(
+        self,
+        message: str,
+        vector: npt.NDArray[np.float32],
+        state: SessionState,
+        *,
+        evidence: Evidence | None = None,
+    ) -> Intent:
         in_conversation = bool(state.turns) or state.category is not None
         label = self.label(message, vector, in_conversation=in_conversation)
         if label in (Label.MORE, Label.AMONG):

@@ -47,6 +47,7 @@ from app.chat.constraints import (
     Facets,
     clauses,
     leaving_aside,
+    left_words,
     ordinal,
     points_at_one,
     wanting,
@@ -272,7 +273,8 @@ class Planner:
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
                 ranked = replace(ranked, unmet=False)
         else:
-            ranked = rank(pool, constraints=constraints, situation=situation, fit=fit)
+            aside = left_words(message)  # "텀블러 말고 또 뭐 있어?": not the tumbler first
+            ranked = rank(pool, constraints=constraints, situation=situation, fit=fit, aside=aside)
         if not question:
             return ranked, None
         found = find_answer(
@@ -486,7 +488,9 @@ class Planner:
                     among = (named, *(hit for hit in among if hit is not named))
                 return state.category or among[0].document.category, among
         if kind is IntentKind.ANOTHER:
-            category: Category | None = await self._another_field(query, state, constraints)
+            category: Category | None = await self._another_field(
+                query, state, constraints, intent.away_from
+            )
         else:
             category = _next_category(intent, state)
         if category is None:
@@ -499,13 +503,17 @@ class Planner:
         return await self._fitting(query, category, state, more=more, constraints=constraints)
 
     async def _another_field(
-        self, query: _Query, state: SessionState, constraints: frozenset[Constraint]
+        self,
+        query: _Query,
+        state: SessionState,
+        constraints: frozenset[Constraint],
+        away_from: Category | None = None,
     ) -> Category:
         """The user asked for '아예 다른 분야로': a category the user has not been in (neither
-        the current nor base-info's), the one of the best challenge there that fits the
-        user's situation and the constraints in force and was not shown yet (some situations
-        fit none in some categories)."""
-        seen = {state.category, state.base_category}
+        the current nor base-info's, nor one left aside by name: ``away_from``), the one of the
+        best challenge there that fits the user's situation and the constraints in force and
+        was not shown yet (some situations fit none in some categories)."""
+        seen = {state.category, state.base_category, away_from}
         scope = Scope(None, state.location, state.work_type, exclude=state.shown)
         hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
         elsewhere = [hit for hit in hits if hit.document.category not in seen]

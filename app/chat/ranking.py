@@ -10,6 +10,8 @@
          written for a place other than the city
       -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
          its own, as base-info: the first is one to start with)
+      -> what the message leaves aside ("텀블러 말고 또 뭐 있어?"): challenges whose titles
+         say it come last
       -> the order
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
@@ -71,10 +73,13 @@ def rank(
     situation: Situation = Situation(),
     starter: bool = False,
     fit: Mapping[str, float] | None = None,
+    aside: Collection[str] = (),
 ) -> Ranked:
     """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
     nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
-    document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`)."""
+    document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`);
+    ``aside``: words of what the message leaves aside (:func:`app.chat.constraints.left_words`):
+    a challenge whose title says one comes after every other."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): float(position) for position, hit in enumerate(hits)}
@@ -104,6 +109,8 @@ def rank(
         return value
 
     ordered = sorted(hits, key=score, reverse=True)  # stable: ties keep retrieval's order
+    if aside:
+        ordered.sort(key=lambda hit: any(word in hit.document.title for word in aside))
     if not constraints:
         return Ranked(tuple(ordered))
     meeting = [hit for hit in ordered if satisfies(hit.document.traits, constraints)]

@@ -16,6 +16,7 @@ from app.chat.constraints import (
     Facets,
     clauses,
     leaving_aside,
+    left_words,
     ordinal,
     points_among,
     satisfies,
@@ -310,6 +311,39 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
 )
 def test_another_field_is_searched_without_what_the_user_leaves(message: str, wanted: str) -> None:
     assert leaving_aside(message) == wanted
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ("텀블러 말고 또 뭐 있어?", ("텀블러",)),
+        ("러닝 플로깅은 빼고 다른 거 있어?", ("러닝",)),
+        ("고기 반찬 말고 새참 얘기로 가자", ("고기", "반찬")),
+        # A field, a pointer or nothing left aside: no word a title would say.
+        ("에너지 절약 쪽은 말고 다른 분야로", ()),
+        ("이거 말고 다른 거", ()),
+        ("상자 말고도 집에서 만들 만한 거", ()),
+        ("나 혼자 바꾸는 거 말고 팀 전체가 같이 할 방법은?", ()),  # a way of doing
+    ],
+)
+def test_what_a_message_leaves_aside_is_read_as_a_title_would_say_it(
+    message: str, words: tuple[str, ...]
+) -> None:
+    assert left_words(message) == words
+
+
+@pytest.mark.parametrize(
+    "message", ["러닝 플로깅 말고 다른 거 있어?", "또 뭐 있어?", "이런 거 몇 개 더 없어?"]
+)
+def test_asking_for_more_in_words_is_not_a_question(
+    embedder: Embedder, facets: FacetReaders, message: str
+) -> None:
+    """It has a question's form and asks nothing the catalogue answers (its answer had begun
+    "그 질문에 꼭 맞는 답은 … 없지만"); asking how or whether of it still is one."""
+    read = _read(embedder, facets, message)
+    assert read.more and not read.question
+    asked = _read(embedder, facets, "또 하나 궁금한데 텀블러는 어떻게 세척해?")
+    assert asked.more and asked.question
 
 
 @pytest.mark.parametrize(

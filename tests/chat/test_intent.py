@@ -22,6 +22,8 @@ from app.chat.intent import (
     IntentKind,
     Label,
     catalogue_evidence,
+    left_category,
+    named_category,
 )
 from app.chat.intent_bank import (
     build_classifier,
@@ -333,6 +335,29 @@ def test_a_named_category_wins_over_a_vague_vote(toy: IntentClassifier) -> None:
     )
     assert (
         toy.decide("비건 말고 다른 거", _unit(Label.ANOTHER), IN_VEGAN).kind is IntentKind.ANOTHER
+    )
+
+
+@pytest.mark.parametrize("state", [FRESH, IN_VEGAN, SHOWN_VEGAN], ids=["fresh", "in", "shown"])
+def test_a_field_left_aside_by_name_asks_for_another_away_from_it(
+    toy: IntentClassifier, state: SessionState
+) -> None:
+    """ "비건 말고 다른 거 추천해줘": the name is what it leaves, not what it asks for, whether
+    the examples hear more, an ordinary question or the field it names; a challenge left
+    aside ("두유 비건 말고") or another field named in what it wants is not."""
+    for vector in (_unit(Label.MORE), _unit(Label.ASK), _unit(Label.TOPIC, Category.VEGAN)):
+        assert toy.decide("비건 말고 다른 거 추천해줘", vector, state) == Intent(
+            IntentKind.ANOTHER, away_from=Category.VEGAN
+        )
+    assert named_category("비건 얘기는 됐고 다른 거") is None
+    assert left_category("비건 얘기는 됐고 다른 거") is Category.VEGAN
+    assert left_category("두유 비건 말고 다른 거") is None
+    assert toy.decide("비건 말고 플로깅 챌린지", _unit(Label.MORE), state) == Intent(
+        IntentKind.SWITCH, Category.PLOGGING
+    )
+    energy = _unit(Label.TOPIC, Category.ENERGY_SAVING)
+    assert toy.decide("비건 말고 불 끄기", energy, state) == Intent(
+        IntentKind.SWITCH, Category.ENERGY_SAVING
     )
 
 

@@ -103,6 +103,14 @@ def test_what_was_said_lifts_the_candidate_whose_asks_are_nearest() -> None:
     assert _ids(rank(hits, fit={"b": 0.95, "c": 0.8, "d": 0.7}))[0] == "a"
 
 
+def test_what_the_message_leaves_aside_comes_last() -> None:
+    """ "텀블러 말고 또 뭐 있어?": the tumbler, first by retrieval, comes after every other."""
+    hits = [_hit("a", title="텀블러로 음료 마시기"), _hit("b", title="반납형 다회용컵 이용하기")]
+    assert _ids(rank(hits)) == ["a", "b"]
+    assert _ids(rank(hits, aside=("텀블러",))) == ["b", "a"]
+    assert _ids(rank(hits, aside=("러닝",))) == ["a", "b"]
+
+
 def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
     documents = [("zw-1", Category.ZERO_WASTE), ("vg-1", Category.VEGAN), ("md-1", Category.MEDIA)]
     passages = np.array([[0, 0, 1], [0, 0, 1], [1, 0, 0]], dtype=np.float32)
