@@ -46,6 +46,7 @@ from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
+from app.rag.corpus import classics_of, load_corpus
 from app.rag.startup import open_retriever
 from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
@@ -122,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             fit = await anyio.to_thread.run_sync(
                 build_fit_bank, retriever.embedder, retrieval.corpus_path
             )
+            corpus = await anyio.to_thread.run_sync(load_corpus, retrieval.corpus_path)
             size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
@@ -134,6 +136,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     facets=facets,
                     sentences=sentences,
                     fit=fit,
+                    classics=classics_of(corpus),
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

@@ -41,6 +41,7 @@ FIELDS = {
     "places",
     "company",
     "anyone",
+    "starter",
     # What a person for whom it is the best answer would type (app/chat/fit.py).
     "asks",
 }
@@ -56,6 +57,9 @@ ID_RE = re.compile(r"^[a-z]{2}-\d{3}$")
 HANGUL_RE = re.compile(r"[\uac00-\ud7a3]")
 MIN_PER_CATEGORY = 48  # the corpus holds 51 per category (408 in all; the issue asks >= 400)
 MIN_PER_TAG = 40  # each location and work type at least this often
+#: Each category ranks this many classic first steps (``starter`` 1 to 6, each rank once): what
+#: a plain ask for the field is answered with (app/chat/planning.py).
+STARTERS_PER_CATEGORY = 6
 
 
 def _str_list(value: object) -> bool:
@@ -129,6 +133,11 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
                 problems.append(f"{where}: duplicate {key}")
         if not isinstance(doc["anyone"], bool):
             problems.append(f"{where}: anyone must be true or false")
+        starter = doc["starter"]
+        if starter is not None and (
+            isinstance(starter, bool) or starter not in range(1, STARTERS_PER_CATEGORY + 1)
+        ):
+            problems.append(f"{where}: starter must be 1-{STARTERS_PER_CATEGORY} or null")
         asks = doc["asks"]
         if not _str_list(asks) or not 3 <= len(asks) <= 8:
             problems.append(f"{where}: asks must be 3-8 non-empty strings")
@@ -230,6 +239,12 @@ def main(argv: list[str]) -> int:
         for code in CATEGORIES:
             if cat[code] < MIN_PER_CATEGORY:
                 problems.append(f"category {code}: {cat[code]} docs, want >= {MIN_PER_CATEGORY}")
+            ranks = sorted(d["starter"] for d in docs if d["category"] == code and d.get("starter"))
+            if ranks != list(range(1, STARTERS_PER_CATEGORY + 1)):
+                problems.append(
+                    f"category {code}: starter ranks {ranks}, want each of 1-"
+                    f"{STARTERS_PER_CATEGORY} once"
+                )
         tags = loc + work  # location and work-type names do not overlap
         for name in (*LOCATIONS, *WORK_TYPES):
             if tags[name] < MIN_PER_TAG:

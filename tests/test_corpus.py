@@ -37,3 +37,26 @@ def test_the_checker_refuses_a_trait_outside_the_vocabulary(tmp_path: Path) -> N
         text=True,
     )
     assert done.returncode == 1 and "effort must be one of" in done.stderr
+
+
+def test_the_checker_wants_each_categorys_classic_first_steps_ranked_once(tmp_path: Path) -> None:
+    """Each category ranks its six classic first steps (``starter`` 1-6), what a plain ask for
+    the field is answered with; a rank given twice (and so one missing) is refused."""
+    documents = load_corpus(Settings().corpus_path)
+    for category in {d.category for d in documents}:
+        ranks = sorted(
+            d.traits.starter
+            for d in documents
+            if d.category is category and d.traits and d.traits.starter
+        )
+        assert ranks == [1, 2, 3, 4, 5, 6], category
+    corpus = (ROOT / "app" / "rag" / "data" / "challenges.jsonl").read_text(encoding="utf-8")
+    broken = tmp_path / "challenges.jsonl"
+    broken.write_text(corpus.replace('"starter": 2', '"starter": 1', 1), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "scripts/check_corpus.py", str(broken)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1 and "starter ranks [1, 1, 3, 4, 5, 6]" in done.stderr

@@ -120,6 +120,7 @@ AMONG = "among"
 ANOTHER = "another"
 ABOUT_SHOWN = "about_shown"  # read by its words alone (:data:`_ABOUT_SHOWN`), not a label
 MORE = "more"  # read by its words alone (:data:`_MORE`), not a label
+PLAIN = "plain"  # asks for a field and nothing in it ("비건 챌린지 추천해줘")
 _SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
     f"job:{w}" for w in sorted(WORK_TYPES)
 )
@@ -130,6 +131,7 @@ LABELS: tuple[str, ...] = (
     QUESTION,
     AMONG,
     ANOTHER,
+    PLAIN,
 )
 
 
@@ -157,6 +159,8 @@ class Facets:
     more: bool = False
     # Where and with whom it leaves aside ("가게 일 말고, 동네 분들이랑"): not kept from before.
     left_aside: frozenset[Constraint] = frozenset()
+    # Asks for a field and nothing in it ("비건 챌린지 추천해줘", "에너지 절약 뭐부터 해?").
+    plain: bool = False
 
 
 NO_FACETS = Facets()
@@ -239,6 +243,7 @@ def facets_of(said: set[str]) -> Facets:
         about_shown=ABOUT_SHOWN in said,
         more=MORE in said,
         another=ANOTHER in said,
+        plain=PLAIN in said,
     )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from opentelemetry import trace
@@ -137,6 +137,7 @@ class Planner:
         facets: FacetReaders,
         sentences: SentenceBank | None,
         fit: FitBank | None = None,
+        classics: Mapping[Category, frozenset[str]] | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -146,6 +147,8 @@ class Planner:
         self._facets = facets
         self._sentences = sentences  # None: questions are matched by their words alone
         self._fit_bank = fit  # None: ranked by retrieval's order, categorized without it
+        # Each field's classic first steps (app/rag/corpus.py classics_of): a plain ask's.
+        self._classics = classics or {}
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -201,6 +204,7 @@ class Planner:
         by_what_it_says = (
             facets.among and not facets.constraints and not points_at_one(turn.message)
         )
+        plain = _plain(facets, intent, constraints, told)
         category, pool = await self._choose(
             search,
             intent,
@@ -210,7 +214,11 @@ class Planner:
             pointed=pointed,
             by_what_it_says=by_what_it_says,
             at=ordinal(turn.message),
+            plain=plain,
         )
+        if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
+            topic = _starter_query(category)
+        classics = plain or _after_plain(intent, state, category)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -225,8 +233,10 @@ class Planner:
             constraints=constraints,
             among=among,
             question=facets.question,
-            fit=self._fit(search, pool),
+            fit=None if classics else self._fit(search, pool),
             shown=asked_of,
+            starter=plain,
+            classics=classics,
         )
         opening = replace(
             _opening(intent, state, category, among=among),
@@ -264,6 +274,8 @@ class Planner:
         question: bool,
         fit: dict[str, float] | None,
         shown: tuple[Hit, ...] = (),
+        starter: bool = False,
+        classics: bool = False,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
@@ -274,7 +286,15 @@ class Planner:
                 ranked = replace(ranked, unmet=False)
         else:
             aside = left_words(message)  # "텀블러 말고 또 뭐 있어?": not the tumbler first
-            ranked = rank(pool, constraints=constraints, situation=situation, fit=fit, aside=aside)
+            ranked = rank(
+                pool,
+                constraints=constraints,
+                situation=situation,
+                fit=fit,
+                aside=aside,
+                starter=starter,
+                classics=classics,
+            )
         if not question:
             return ranked, None
         found = find_answer(
@@ -468,10 +488,15 @@ class Planner:
         pointed: tuple[str, ...] = (),
         by_what_it_says: bool = False,
         at: int | None = None,
+        plain: bool = False,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The answer's category and its candidates, in retrieval's order (a choice among
         those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
-        one at the place ``at`` names first)."""
+        one at the place ``at`` names first). A ``plain`` ask for a field ("비건 챌린지
+        추천해줘"), and more of it or a critique of it after: its words find the challenges
+        that say "비건" most, not those to begin with, so the field is searched for what anyone
+        begins with, and its classic first steps are candidates wherever that search ranks them
+        (ranked first: app/chat/ranking.py)."""
         kind = intent.kind
         if kind is IntentKind.AMONG and pointed:
             last = pointed
@@ -500,7 +525,20 @@ class Planner:
         # A critique in the same field asks for new ones ("더 쉬운 거", "돈 안 드는 거").
         critique = bool(constraints) and bool(state.turns) and category is state.category
         more = kind is IntentKind.MORE or (critique and kind is IntentKind.ASK)
-        return await self._fitting(query, category, state, more=more, constraints=constraints)
+        if plain:
+            query = _Query(_starter_query(category))
+        category, pool = await self._fitting(
+            query, category, state, more=more, constraints=constraints
+        )
+        classics = self._classics.get(category)
+        if not (plain or _after_plain(intent, state, category)) or not classics:
+            return category, pool
+        # The field's classic first steps, wherever the search ranks them (fitting the
+        # situation, not shown yet), before the rest.
+        scope = Scope(category, state.location, state.work_type, only=classics)
+        scope = replace(scope, exclude=state.shown)
+        found = await self._search(query, scope, k=len(classics)) or ()
+        return category, (*found, *(hit for hit in pool if hit.document.id not in classics))
 
     async def _another_field(
         self,
@@ -711,6 +749,37 @@ def _situation_query(category: Category, location: str, work_type: str) -> str:
     lives = _LIVES.get(location, location)
     works = _WORKS.get(work_type, work_type)
     return f"{lives} {works} 일상에서 쉽게 할 수 있는 {category.label} 챌린지"
+
+
+def _starter_query(category: Category) -> str:
+    """A field asked for with nothing in it, as a search: what anyone may begin with there."""
+    return f"누구나 일상에서 쉽게 시작할 수 있는 {category.label} 챌린지"
+
+
+def _plain(
+    facets: Facets, intent: Intent, constraints: frozenset[Constraint], told: tuple[str, ...]
+) -> bool:
+    """Whether the turn asks for a field and nothing in it ("비건 챌린지 추천해줘", "에너지
+    절약 뭐부터 하면 돼?"): no critique, question, situation or pointer, a new or plain ask."""
+    return (
+        facets.plain
+        and intent.kind in (IntentKind.SWITCH, IntentKind.ASK)
+        and not constraints
+        and not told
+        and not facets.question
+        and not facets.among
+    )
+
+
+def _after_plain(intent: Intent, state: SessionState, category: Category) -> bool:
+    """Whether the turn asks for more, or critiques, what a plain ask for its field was
+    answered with ("비건 챌린지 추천해줘", then "더 쉬운 거"): the conversation's topic is still
+    the field's first steps."""
+    return (
+        intent.kind in (IntentKind.MORE, IntentKind.ASK)
+        and category is state.category
+        and state.topic == _starter_query(category)
+    )
 
 
 def _subject(

@@ -10,14 +10,23 @@ it or rule it out.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.domain.categories import Category
 
-__all__ = ["COMPANY", "COSTS", "EFFORTS", "PLACES", "Document", "Traits", "load_corpus"]
+__all__ = [
+    "COMPANY",
+    "COSTS",
+    "EFFORTS",
+    "PLACES",
+    "Document",
+    "Traits",
+    "classics_of",
+    "load_corpus",
+]
 
 #: The values of each trait, in order (an effort or a cost: from the least).
 EFFORTS = ("easy", "medium", "hard")
@@ -28,14 +37,17 @@ COMPANY = ("alone", "family", "coworkers", "neighbours")
 
 @dataclass(frozen=True, slots=True)
 class Traits:
-    """How easy a challenge is, what it costs, where it is done, with whom, and whether anyone
-    can do it as written (False: written for one narrow persona, a fishing boat, a farm)."""
+    """How easy a challenge is, what it costs, where it is done, with whom, whether anyone
+    can do it as written (False: written for one narrow persona, a fishing boat, a farm), and
+    its place among its field's classic first steps (``starter``: 1 first; None for the rest),
+    what a plain ask for the field ("비건 챌린지 추천해줘") is answered with."""
 
     effort: str
     cost: str
     places: frozenset[str]
     company: frozenset[str]
     anyone: bool
+    starter: int | None = None
 
     @classmethod
     def read(cls, raw: Mapping[str, Any]) -> Traits | None:
@@ -49,7 +61,14 @@ class Traits:
             places=frozenset(map(str, raw["places"])),
             company=frozenset(map(str, raw["company"])),
             anyone=bool(raw["anyone"]),
+            starter=raw.get("starter"),
         )
+        if traits.starter is not None and (
+            isinstance(traits.starter, bool)
+            or not isinstance(traits.starter, int)
+            or traits.starter < 1
+        ):
+            raise ValueError(f"starter must be a rank from 1, or null: {traits.starter!r}")
         if (
             traits.effort not in EFFORTS
             or traits.cost not in COSTS
@@ -68,6 +87,7 @@ class Traits:
             "places": sorted(self.places, key=PLACES.index),
             "company": sorted(self.company, key=COMPANY.index),
             "anyone": self.anyone,
+            "starter": self.starter,
         }
 
 
@@ -123,3 +143,12 @@ def _asks(raw: Mapping[str, Any]) -> tuple[str, ...]:
     if not isinstance(asks, list) or not all(isinstance(a, str) and a.strip() for a in asks):
         raise ValueError("asks must be a list of non-empty strings")
     return tuple(asks)
+
+
+def classics_of(documents: Sequence[Document]) -> dict[Category, frozenset[str]]:
+    """Each field's classic first steps (:attr:`Traits.starter`): document ids by category."""
+    found: dict[Category, set[str]] = {}
+    for document in documents:
+        if document.traits is not None and document.traits.starter:
+            found.setdefault(document.category, set()).add(document.id)
+    return {category: frozenset(ids) for category, ids in found.items()}

@@ -333,6 +333,27 @@ def test_what_a_message_leaves_aside_is_read_as_a_title_would_say_it(
 
 
 @pytest.mark.parametrize(
+    ("message", "plain"),
+    [
+        ("비건 쪽 챌린지 추천 부탁해", True),
+        ("에너지 절약 챌린지 하나만 알려 줘", True),
+        ("디지털 탄소 챌린지 알려 줄 수 있어?", True),
+        ("플로깅 시작해 보고 싶은데 추천해 줄래", True),
+        ("채식하면 단백질은 어디서 얻어?", False),
+        ("휴대폰 사진이 너무 많아서 정리하고 싶어", False),
+        ("텀블러 씻는 법 알려 줘", False),
+        ("아이랑 같이 할 수 있는 플로깅 있어?", False),
+    ],
+)
+def test_a_plain_ask_for_a_field_is_read_as_one(
+    embedder: Embedder, facets: FacetReaders, message: str, plain: bool
+) -> None:
+    """It names the field and nothing in it (answered with the field's classic first steps);
+    a question, a problem told or a critique asks something of its own."""
+    assert _read(embedder, facets, message).plain is plain
+
+
+@pytest.mark.parametrize(
     "message", ["러닝 플로깅 말고 다른 거 있어?", "또 뭐 있어?", "이런 거 몇 개 더 없어?"]
 )
 def test_asking_for_more_in_words_is_not_a_question(

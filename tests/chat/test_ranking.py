@@ -28,8 +28,9 @@ def _hit(
     work_types: tuple[str, ...] = ("사무직",),
     body: str = "설명 한 문장입니다. 두 번째 문장입니다.",
     title: str = "",
+    starter: int | None = None,
 ) -> Hit:
-    traits = Traits(effort, cost, frozenset(places), frozenset({"alone"}), anyone)
+    traits = Traits(effort, cost, frozenset(places), frozenset({"alone"}), anyone, starter)
     document = Document(
         doc_id,
         title or f"챌린지 {doc_id}",
@@ -109,6 +110,12 @@ def test_what_the_message_leaves_aside_comes_last() -> None:
     assert _ids(rank(hits)) == ["a", "b"]
     assert _ids(rank(hits, aside=("텀블러",))) == ["b", "a"]
     assert _ids(rank(hits, aside=("러닝",))) == ["a", "b"]
+
+
+def test_a_plain_ask_puts_the_fields_classic_first_steps_first_in_their_order() -> None:
+    hits = [_hit("a"), _hit("b", starter=2), _hit("c", effort="hard", starter=1)]
+    assert _ids(rank(hits, starter=True)) == ["a", "b", "c"]  # the easy ones first
+    assert _ids(rank(hits, starter=True, classics=True)) == ["c", "b", "a"]
 
 
 def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:

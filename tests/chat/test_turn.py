@@ -18,7 +18,7 @@ from app.chat.constraints import FacetExample, FacetReader, FacetReaders
 from app.chat.generation import Generator
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
-from app.chat.planning import Planner
+from app.chat.planning import Planner, _starter_query
 from app.chat.sessions import InMemorySessionStore, SessionState, Turn
 from app.chat.turn import RecommendationService
 from app.config import Settings
@@ -301,10 +301,11 @@ def _vegan(
     *,
     cost: str = "free",
     where: tuple[str, str] = ("도시", "사무직"),
+    starter: int | None = None,
 ) -> Hit:
     """An easy VEGAN challenge done at home, alone, by anyone (written for ``where``: a
-    location and a work type)."""
-    traits = Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True)
+    location and a work type; ``starter``: its place among the field's classic first steps)."""
+    traits = Traits("easy", cost, frozenset({"home"}), frozenset({"alone"}), True, starter)
     location, work_type = where
     document = Document(
         doc_id, title, body, Category.VEGAN, (location,), (work_type,), (), "", traits
@@ -399,6 +400,7 @@ async def _after(
     shown: Turn,
     retriever: object,
     facets: FacetReaders,
+    classics: dict[Category, frozenset[str]] | None = None,
 ) -> tuple[Planner, SessionState]:
     """A planner whose session (in VEGAN, begun there) has had the turn ``shown``."""
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
@@ -411,6 +413,7 @@ async def _after(
         intents=_intents(),
         facets=facets,
         sentences=None,
+        classics=classics,
         sessions=sessions,
         settings=settings,
         metrics=Metrics(),
@@ -509,6 +512,66 @@ def _reads_nothing() -> FacetReaders:
         FacetReader(nothing, lexical.embed_queries(["아무거나"]), k=1),
         lambda message: lexical.embed_queries([message])[0],
     )
+
+
+def _reads_plain() -> FacetReaders:
+    """Reads every message as a plain ask for its field ("비건 챌린지 추천해줘")."""
+    lexical = LexicalEmbedder()
+    plain = [FacetExample("비건 챌린지", frozenset({"plain"}))]
+    return FacetReaders(
+        FacetReader(plain, np.stack([TOPIC_VECTOR]), k=1),
+        FacetReader(plain, lexical.embed_queries(["비건 챌린지"]), k=1),
+        lambda message: lexical.embed_queries([message])[0],
+    )
+
+
+class _FindsByWords(_Catalogue):
+    """A search finds the challenges whose titles say "비건", unless it names the ids it wants
+    (``Scope.only``)."""
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        found = await super().retrieve(query, k=k, scope=scope)
+        return found if scope.only else [h for h in found if "비건" in h.document.title]
+
+
+async def test_a_plain_ask_for_a_field_is_answered_with_its_classic_first_steps(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    """ "비건 챌린지 추천해줘" names the field and nothing in it: its words find the challenges
+    that say "비건" most; the field's classic first steps come first, in the catalogue's order,
+    wherever the search ranks them, and more of them next. Read as asking something of its
+    own, the same message goes by its search."""
+    catalogue = _FindsByWords(
+        _vegan("vg-x", "라면은 비건 제품으로"),
+        _vegan("vg-3", "두부와 콩으로 단백질 채우기", starter=3),
+        _vegan("vg-2", "식물성 우유로 바꾸기", starter=2),
+        _vegan("vg-1", "주 1회 채식하기", starter=1),
+    )
+    classics = {Category.VEGAN: frozenset({"vg-1", "vg-2", "vg-3"})}
+    shown = Turn("두유", "{}", Category.VEGAN, ("vg-0",))
+    for facets, order in ((_reads_plain(), ["vg-1", "vg-2", "vg-3"]), (_reads_nothing(), ["vg-x"])):
+        planner, _ = await _after(scripted, shown, catalogue, facets, classics)
+        plan = await planner.free_text(_free_text("비건 챌린지 추천해줘"))
+        assert isinstance(plan, TurnPlan) and plan.lead is not None
+        shown_ids = [plan.lead.document.id, *(hit.document.id for hit in plan.candidates)]
+        assert shown_ids[: len(order)] == order
+        assert (plan.topic == _starter_query(Category.VEGAN)) is (order[0] == "vg-1")
+    # More after two classics were shown for it (its topic is the field's first steps): the
+    # classic not shown yet.
+    topic = _starter_query(Category.VEGAN)
+    first = Turn("비건 챌린지 추천해줘", "{}", Category.VEGAN, ("vg-1", "vg-2"), topic=topic)
+    planner, _ = await _after(scripted, first, catalogue, _reads_nothing(), classics)
+    more = await planner.free_text(_free_text("또 뭐 있어?"))
+    assert isinstance(more, TurnPlan) and more.lead is not None
+    assert more.lead.document.id == "vg-3"
 
 
 @pytest.mark.parametrize(
