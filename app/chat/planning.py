@@ -137,7 +137,7 @@ class Planner:
         facets: FacetReaders,
         sentences: SentenceBank | None,
         fit: FitBank | None = None,
-        classics: Mapping[Category, frozenset[str]] | None = None,
+        classics: Mapping[Category, tuple[str, ...]] | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -218,7 +218,9 @@ class Planner:
         )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
             topic = _starter_query(category)
-        classics = plain or _after_plain(intent, state, category)
+        classics = self._classics.get(category, ())
+        if not (plain or _after_plain(intent, state, category)):
+            classics = ()
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -233,7 +235,7 @@ class Planner:
             constraints=constraints,
             among=among,
             question=facets.question,
-            fit=None if classics else self._fit(search, pool),
+            fit=None if plain or classics else self._fit(search, pool),
             shown=asked_of,
             starter=plain,
             classics=classics,
@@ -275,7 +277,7 @@ class Planner:
         fit: dict[str, float] | None,
         shown: tuple[Hit, ...] = (),
         starter: bool = False,
-        classics: bool = False,
+        classics: tuple[str, ...] = (),
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
@@ -535,8 +537,8 @@ class Planner:
             return category, pool
         # The field's classic first steps, wherever the search ranks them (fitting the
         # situation, not shown yet), before the rest.
-        scope = Scope(category, state.location, state.work_type, only=classics)
-        scope = replace(scope, exclude=state.shown)
+        only = frozenset(classics)
+        scope = Scope(category, state.location, state.work_type, only=only, exclude=state.shown)
         found = await self._search(query, scope, k=len(classics)) or ()
         return category, (*found, *(hit for hit in pool if hit.document.id not in classics))
 

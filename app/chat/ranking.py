@@ -13,7 +13,7 @@
       -> what the message leaves aside ("텀블러 말고 또 뭐 있어?"): challenges whose titles
          say it come last
       -> a field asked for with nothing in it ("비건 챌린지 추천해줘"): its classic first
-         steps first, in the catalogue's order (``Traits.starter``)
+         steps first, in their order (the catalogue's ``starter`` rank)
       -> the order
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
@@ -23,7 +23,6 @@ challenge itself and the model orders what follows (app/chat/planning.py).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,14 +76,15 @@ def rank(
     starter: bool = False,
     fit: Mapping[str, float] | None = None,
     aside: Collection[str] = (),
-    classics: bool = False,
+    classics: Sequence[str] = (),
 ) -> Ranked:
     """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
     nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
     document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`);
     ``aside``: words of what the message leaves aside (:func:`app.chat.constraints.left_words`):
     a challenge whose title says one comes after every other; ``classics``: the turn names a
-    field and nothing in it, so the field's classic first steps come first, in their order."""
+    field and nothing in it, so the field's classic first steps (document ids, in their
+    order: :func:`app.rag.corpus.classics_of`) come first."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): float(position) for position, hit in enumerate(hits)}
@@ -117,7 +117,8 @@ def rank(
     if aside:
         ordered.sort(key=lambda hit: any(word in hit.document.title for word in aside))
     if classics:
-        ordered.sort(key=_classic_rank)
+        classic = {doc_id: rank for rank, doc_id in enumerate(classics)}
+        ordered.sort(key=lambda hit: classic.get(hit.document.id, len(classic)))
     if not constraints:
         return Ranked(tuple(ordered))
     meeting = [hit for hit in ordered if satisfies(hit.document.traits, constraints)]
@@ -136,12 +137,6 @@ def rank(
         return met, -steps
 
     return Ranked(tuple(sorted(ordered, key=nearness, reverse=True)), unmet=True)
-
-
-def _classic_rank(hit: Hit) -> float:
-    """Its place among its field's classic first steps; after all of them when not one."""
-    traits = hit.document.traits
-    return traits.starter if traits is not None and traits.starter else math.inf
 
 
 def _local(situation: Situation, document: Document) -> bool:

@@ -145,10 +145,11 @@ def _asks(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(asks)
 
 
-def classics_of(documents: Sequence[Document]) -> dict[Category, frozenset[str]]:
-    """Each field's classic first steps (:attr:`Traits.starter`): document ids by category."""
-    found: dict[Category, set[str]] = {}
+def classics_of(documents: Sequence[Document]) -> dict[Category, tuple[str, ...]]:
+    """Each field's classic first steps (:attr:`Traits.starter`): document ids by category,
+    in their order."""
+    ranked: dict[Category, list[tuple[int, str]]] = {}
     for document in documents:
         if document.traits is not None and document.traits.starter:
-            found.setdefault(document.category, set()).add(document.id)
-    return {category: frozenset(ids) for category, ids in found.items()}
+            ranked.setdefault(document.category, []).append((document.traits.starter, document.id))
+    return {category: tuple(i for _, i in sorted(ids)) for category, ids in ranked.items()}

@@ -115,7 +115,7 @@ def test_what_the_message_leaves_aside_comes_last() -> None:
 def test_a_plain_ask_puts_the_fields_classic_first_steps_first_in_their_order() -> None:
     hits = [_hit("a"), _hit("b", starter=2), _hit("c", effort="hard", starter=1)]
     assert _ids(rank(hits, starter=True)) == ["a", "b", "c"]  # the easy ones first
-    assert _ids(rank(hits, starter=True, classics=True)) == ["c", "b", "a"]
+    assert _ids(rank(hits, starter=True, classics=("c", "b"))) == ["c", "b", "a"]
 
 
 def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:

@@ -400,7 +400,7 @@ async def _after(
     shown: Turn,
     retriever: object,
     facets: FacetReaders,
-    classics: dict[Category, frozenset[str]] | None = None,
+    classics: dict[Category, tuple[str, ...]] | None = None,
 ) -> tuple[Planner, SessionState]:
     """A planner whose session (in VEGAN, begun there) has had the turn ``shown``."""
     settings = Settings(_env_file=None, llm_base_url=scripted.base_url)  # type: ignore[call-arg]
@@ -555,7 +555,7 @@ async def test_a_plain_ask_for_a_field_is_answered_with_its_classic_first_steps(
         _vegan("vg-2", "식물성 우유로 바꾸기", starter=2),
         _vegan("vg-1", "주 1회 채식하기", starter=1),
     )
-    classics = {Category.VEGAN: frozenset({"vg-1", "vg-2", "vg-3"})}
+    classics = {Category.VEGAN: ("vg-1", "vg-2", "vg-3")}
     shown = Turn("두유", "{}", Category.VEGAN, ("vg-0",))
     for facets, order in ((_reads_plain(), ["vg-1", "vg-2", "vg-3"]), (_reads_nothing(), ["vg-x"])):
         planner, _ = await _after(scripted, shown, catalogue, facets, classics)
