@@ -773,6 +773,12 @@ def _plain(
     )
 
 
+def _first_topic(state: SessionState) -> str | None:
+    """The topic of the first turn remembered in the category the conversation began in."""
+    first = state.base_category
+    return next((turn.topic for turn in state.turns if turn.category is first and turn.topic), None)
+
+
 def _after_plain(intent: Intent, state: SessionState, category: Category) -> bool:
     """Whether the turn asks for more, or critiques, what a plain ask for its field was
     answered with ("비건 챌린지 추천해줘", then "더 쉬운 거"): the conversation's topic is still
@@ -789,7 +795,10 @@ def _subject(
 ) -> tuple[str, _Query]:
     """What the turn is about, and what to search with. A follow-up ("비슷한 거 더", "돈 안
     드는 걸로만") says little of its own subject: it searches with the conversation's topic
-    before its words, and keeps the topic; anything else is its own topic."""
+    before its words, and keeps the topic; back to where the conversation began ("처음
+    얘기로 돌아가자"), with the topic it began with; anything else is its own topic."""
+    if intent.kind is IntentKind.BACK_TO_BASE and (began := _first_topic(state)):
+        return began, _Query(began, lexical=query.lexical)
     follow_up = intent.kind in (IntentKind.MORE, IntentKind.AMONG) or (
         intent.kind is IntentKind.ASK and critique
     )

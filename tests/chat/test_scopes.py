@@ -35,3 +35,29 @@ def test_an_ordinary_turn_never_leaves_the_category() -> None:
     order = list(_scopes(Category.VEGAN, "도시", "사무직", SHOWN, more=False))
     assert order[1] == Scope(Category.VEGAN, "도시", "사무직")  # shown before, too
     assert all(scope.category is Category.VEGAN for scope in order)
+
+
+def test_back_to_the_start_searches_with_the_topic_the_conversation_began_with() -> None:
+    """ "처음 얘기로 돌아가자" says nothing of the start: the first turn remembered in the
+    category the conversation began in does (its words had found 화상회의 for a phone's full
+    storage)."""
+    from app.chat.intent import Intent, IntentKind
+    from app.chat.planning import _Query, _subject
+    from app.chat.sessions import SessionState, Turn
+
+    turns = (
+        Turn("폰 용량이 꽉 찼어", "{}", Category.DIGITAL_CARBON, ("dc-1",), topic="폰 용량"),
+        Turn("비건 챌린지", "{}", Category.VEGAN, ("vg-1",), topic="비건"),
+    )
+    state = SessionState(
+        "s", base_category=Category.DIGITAL_CARBON, category=Category.VEGAN, turns=turns
+    )
+    back = Intent(IntentKind.BACK_TO_BASE)
+    topic, search = _subject(
+        "처음 얘기로 돌아가자", _Query("처음 얘기로"), back, state, critique=False
+    )
+    assert topic == search.text == "폰 용량"
+    # Nothing remembered of the start: its own words.
+    alone = SessionState("s", base_category=Category.DIGITAL_CARBON, category=Category.VEGAN)
+    topic, _ = _subject("처음 얘기로 돌아가자", _Query("처음 얘기로"), back, alone, critique=False)
+    assert topic == "처음 얘기로 돌아가자"
