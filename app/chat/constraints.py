@@ -338,7 +338,8 @@ _ASKING = re.compile(
 
 
 #: What a question asks of a challenge: asking for more in words ("러닝 플로깅 말고 다른 거
-#: 있어?", "또 뭐 있어?") has a question's form, and asks nothing the catalogue could answer
+#: 있어?", "또 뭐 있어?") or for a field plainly ("채식은 뭐부터 하면 돼?") has a question's
+#: form, and asks nothing the catalogue could answer
 #: unless it says one of these (its answer had opened with "그 질문에 꼭 맞는 답은 …
 #: 없지만"); "플로깅이랑 다른 거야?" asks how two differ.
 _ASKS_OF_IT = re.compile(
@@ -491,7 +492,8 @@ class FacetReaders:
             said.add(ABOUT_SHOWN)
         if _MORE.search(message):
             said.add(MORE)
-        if not _ASKING.search(message) or (MORE in said and not _ASKS_OF_IT.search(message)):
+        asks_more = MORE in said or PLAIN in said  # "또 뭐 있어?", "비건은 뭐부터 해?"
+        if not _ASKING.search(message) or (asks_more and not _ASKS_OF_IT.search(message)):
             said.discard(QUESTION)
         if not _MONEY.search(message):
             said.discard(Constraint.FREE.value)

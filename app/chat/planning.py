@@ -241,7 +241,7 @@ class Planner:
             classics=classics,
         )
         opening = replace(
-            _opening(intent, state, category, among=among),
+            _opening(intent, state, category, among=among, plain=plain),
             location=situation.location,
             work_type=situation.work_type,
             constraints=tuple(c for c in Constraint if c in constraints),
@@ -884,11 +884,15 @@ def _next_category(intent: Intent, state: SessionState) -> Category | None:
     return state.category
 
 
-def _opening(intent: Intent, state: SessionState, category: Category, *, among: bool) -> Opening:
+def _opening(
+    intent: Intent, state: SessionState, category: Category, *, among: bool, plain: bool = False
+) -> Opening:
     """What the gateway's recommend says this free-text turn did."""
     kind = _OPENING_KIND.get(intent.kind, "ask") if state.turns else "first"
     if intent.kind is IntentKind.AMONG and not among:
         kind = "ask"  # nothing shown to choose among
+    if plain:  # "비건 챌린지 추천해줘": one of the field's first steps
+        kind = "plain"
     return Opening(
         category,
         kind,

@@ -91,7 +91,7 @@ class Opening:
     """What the recommend is written from."""
 
     category: Category
-    kind: str  # "first", "switch", "more", "among", "another", "back", "ask"
+    kind: str  # "first", "switch", "more", "among", "another", "back", "ask", "plain"
     location: str | None = None
     work_type: str | None = None
     turn: int = 0  # the session's turn number: picks the variant
@@ -180,6 +180,19 @@ def _first_sentence(opening: Opening, variant: int) -> str:
         return (
             f"처음 이야기하던 {label} 챌린지로 돌아가 {_josa(lead, '을', '를')} 먼저 골라 봤어요."
         )
+    if kind == "plain":  # the field asked for and nothing in it: one of its first steps
+        field = _josa(label, "을", "를")
+        options = (
+            f"{label} 챌린지 가운데 누구나 바로 시작할 수 있는 첫걸음은 {_josa(lead, '이에요', '예요')}.",
+            f"{field} 처음 시작하신다면 {_josa(lead, '이', '가')} 부담 없는 출발점이에요.",
+            f"{label}의 기본이 되는 챌린지로 {_josa(lead, '을', '를')} 먼저 권해 드려요.",
+            f"하나만 고르자면 {label} 챌린지는 {lead}부터 해 보시길 권해요.",
+            f"{_josa(lead, '은', '는')} {field} 시작하기에 좋은 첫 챌린지예요.",
+            f"{label} 하면 먼저 꼽히는 기본 챌린지가 {_josa(lead, '이에요', '예요')}.",
+            f"{label} 첫걸음으로는 {_josa(lead, '을', '를')} 추천해요.",
+            f"{field} 막 시작하는 분께 {_josa(lead, '을', '를')} 가장 먼저 권해 드려요.",
+        )
+        return options[variant % len(options)]
     if who:
         options = (
             f"{who}께는 {label} 챌린지 가운데 {_josa(lead, '이', '가')} 잘 맞아요.",

@@ -13,7 +13,7 @@ from app.chat.recommend import NO_ANSWER, Opening, compose_recommend
 from app.domain.categories import LOCATIONS, WORK_TYPES, Category
 from bench.reader_checks import Turn, ends_whole, judge, split_sentences
 
-KINDS = ("first", "switch", "more", "among", "another", "back", "ask")
+KINDS = ("first", "switch", "more", "among", "another", "back", "ask", "plain")
 LEADS = ("텀블러로 음료 마시기", "장바구니 들고 장보기", "LED 전구로 바꾸기")
 
 
@@ -103,6 +103,23 @@ def test_different_messages_do_not_hear_the_same_opening() -> None:
         for lead in LEADS
     }
     assert len(leads) == len(LEADS), "and with the challenge it puts first"
+
+
+@pytest.mark.parametrize("category", list(Category))
+def test_a_plain_ask_hears_one_of_the_fields_first_steps_in_many_words(category: Category) -> None:
+    """ "비건 챌린지 추천해줘" and "비건 뭐부터 해?" lead to the same first step: the wording
+    varies with the message, in whole sentences whatever the particles."""
+    firsts = set()
+    for n, lead in itertools.product(range(16), LEADS):
+        text = compose_recommend(Opening(category, "plain", lead=lead, message=f"{n}"))
+        sentences = split_sentences(text)
+        assert len(sentences) == 2 and all(ends_whole(s) for s in sentences), text
+        assert f"'{lead}'" in text and category.label in sentences[0], text
+        checked = Turn(message=None, display=text, terminal="close", close={"recommend": text})
+        assert not any(judge(checked, ("clean", "repeats")).values()), text
+        if lead == LEADS[0]:
+            firsts.add(sentences[0])
+    assert len(firsts) >= 6
 
 
 def test_more_that_left_its_category_says_so() -> None:
