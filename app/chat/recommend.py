@@ -20,6 +20,7 @@ challenge do not hear the same opening either.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -181,18 +182,7 @@ def _first_sentence(opening: Opening, variant: int) -> str:
             f"처음 이야기하던 {label} 챌린지로 돌아가 {_josa(lead, '을', '를')} 먼저 골라 봤어요."
         )
     if kind == "plain":  # the field asked for and nothing in it: one of its first steps
-        field = _josa(label, "을", "를")
-        options = (
-            f"{label} 챌린지 가운데 누구나 바로 시작할 수 있는 첫걸음은 {_josa(lead, '이에요', '예요')}.",
-            f"{field} 처음 시작하신다면 {_josa(lead, '이', '가')} 부담 없는 출발점이에요.",
-            f"{label}의 기본이 되는 챌린지로 {_josa(lead, '을', '를')} 먼저 권해 드려요.",
-            f"하나만 고르자면 {label} 챌린지는 {lead}부터 해 보시길 권해요.",
-            f"{_josa(lead, '은', '는')} {field} 시작하기에 좋은 첫 챌린지예요.",
-            f"{label} 하면 먼저 꼽히는 기본 챌린지가 {_josa(lead, '이에요', '예요')}.",
-            f"{label} 첫걸음으로는 {_josa(lead, '을', '를')} 추천해요.",
-            f"{field} 막 시작하는 분께 {_josa(lead, '을', '를')} 가장 먼저 권해 드려요.",
-        )
-        return options[variant % len(options)]
+        return _plain_sentence(label, lead, opening.message, variant)
     if who:
         options = (
             f"{who}께는 {label} 챌린지 가운데 {_josa(lead, '이', '가')} 잘 맞아요.",
@@ -205,6 +195,40 @@ def _first_sentence(opening: Opening, variant: int) -> str:
         f"먼저 {_josa(lead, '을', '를')} 시작해 보시면 어떨까요?",
         f"가장 먼저 떠오른 {label} 챌린지는 {_josa(lead, '이에요', '예요')}.",
     )
+    return options[variant % len(options)]
+
+
+#: How a plain ask asked ("비건은 뭐부터 해?", "하나만 골라 줘", "추천해 줘"): its opening
+#: answers that form, so that two plain asks for one field (one first step) seldom open alike.
+_BEGINNING = re.compile(r"뭐부터|처음|시작|입문|초보")
+_ONE = re.compile(r"하나|한\s*가지|골라")
+
+
+def _plain_sentence(label: str, lead: str, message: str, variant: int) -> str:
+    """The first sentence for a plain ask for the field ``label``, led by one of its first
+    steps."""
+    field = _josa(label, "을", "를")
+    options: tuple[str, ...]
+    if _BEGINNING.search(message):
+        options = (
+            f"{field} 처음 시작하신다면 {_josa(lead, '이', '가')} 부담 없는 출발점이에요.",
+            f"{field} 막 시작하는 분께 {_josa(lead, '을', '를')} 가장 먼저 권해 드려요.",
+            f"{_josa(lead, '은', '는')} {field} 시작하기에 좋은 첫 챌린지예요.",
+        )
+    elif _ONE.search(message):
+        options = (
+            f"하나만 고르자면 {label} 챌린지는 {lead}부터 해 보시길 권해요.",
+            f"{label} 챌린지를 딱 하나 꼽는다면 {_josa(lead, '이에요', '예요')}.",
+            f"{label} 챌린지 하나로는 {_josa(lead, '을', '를')} 골라 봤어요.",
+        )
+    else:
+        options = (
+            f"{label} 챌린지 가운데 누구나 바로 시작할 수 있는 첫걸음은 {_josa(lead, '이에요', '예요')}.",
+            f"{label}의 기본이 되는 챌린지로 {_josa(lead, '을', '를')} 먼저 권해 드려요.",
+            f"{label} 하면 먼저 꼽히는 기본 챌린지가 {_josa(lead, '이에요', '예요')}.",
+            f"{label} 첫걸음으로는 {_josa(lead, '을', '를')} 추천해요.",
+            f"누구나 쉽게 해 볼 수 있는 {label} 챌린지로 {_josa(lead, '을', '를')} 권해 드려요.",
+        )
     return options[variant % len(options)]
 
 
