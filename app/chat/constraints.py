@@ -38,6 +38,7 @@ from app.rag.corpus import COMPANY, PLACES, Traits
 
 __all__ = [
     "CLAUSES_READ",
+    "PLAIN",
     "Constraint",
     "FacetExample",
     "FacetReader",
@@ -460,10 +461,16 @@ class FacetReaders:
         dense: FacetReader,
         lexical: FacetReader,
         lexical_vector: Callable[[str], npt.NDArray[np.float32]],
+        questions: FacetReader | None = None,
     ) -> None:
+        """``questions``: the embedding's reader of a question, over the examples that are
+        not plain asks alone: those sit near questions about their field ("채식은 뭐부터
+        시작하면 좋아?" beside "채식만 하면 영양이 부족해지지 않아?") and would outvote them, while
+        telling nothing of whether a message asks something."""
         self.dense = dense
         self.lexical = lexical
         self._lexical_vector = lexical_vector
+        self._questions = questions
 
     def read(
         self,
@@ -477,6 +484,8 @@ class FacetReaders:
             # "another" points at the conversation in a few words ("다른 분야로"): the words
             # decide it; the embedding, the rest.
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+            if self._questions is not None:
+                said = (said - {QUESTION}) | (self._questions.said(vector) & {QUESTION})
             told: set[str] = set()
             for part in parts:
                 told |= self.dense.said(part) & _TOLD_IN_CLAUSES

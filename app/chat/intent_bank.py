@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.chat.constraints import LABELS as FACET_LABELS
-from app.chat.constraints import FacetExample, FacetReader, FacetReaders
+from app.chat.constraints import PLAIN, FacetExample, FacetReader, FacetReaders
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.domain.categories import Category
 from app.rag.embedder import Embedder, load_embedder
@@ -168,9 +168,12 @@ def build_facets(embedder: Embedder, examples_path: Path = BUNDLED_FACETS) -> Fa
     at random (read off the dev split and a few off-topic messages, bench/README.md
     "Facets")."""
     examples = load_facet_examples(examples_path)
+    vectors = example_vectors(embedder, examples, examples_path)
+    # A question is read over the examples that are not plain asks alone (FacetReaders).
+    asking = [row for row, e in enumerate(examples) if e.labels != {PLAIN}]
     lexical = LexicalEmbedder()
     return FacetReaders(
-        FacetReader(examples, example_vectors(embedder, examples, examples_path)),
+        FacetReader(examples, vectors),
         FacetReader(
             examples,
             lexical.embed_queries([e.text for e in examples]),
@@ -179,6 +182,7 @@ def build_facets(embedder: Embedder, examples_path: Path = BUNDLED_FACETS) -> Fa
             floor=0.5,
         ),
         lambda message: lexical.embed_queries([message])[0],
+        questions=FacetReader([examples[row] for row in asking], vectors[asking]),
     )
 
 
