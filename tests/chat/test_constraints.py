@@ -8,6 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app.chat.constraints import (
@@ -475,3 +476,34 @@ def test_free_is_read_only_where_money_is_said(
 )
 def test_an_ordinal_names_a_place_in_the_list_shown(message: str, place: int | None) -> None:
     assert ordinal(message) == place
+
+
+def test_plain_ask_examples_do_not_vote_on_whether_a_message_asks_something() -> None:
+    """A plain ask's example ("채식은 뭐부터 시작하면 좋아?") sits nearer a question about its
+    field than the question examples do: voted with them, it outvoted the question."""
+    from app.chat.constraints import PLAIN, FacetExample, FacetReader
+    from app.rag.lexical import LexicalEmbedder
+
+    examples = [
+        FacetExample("채식은 뭐부터 시작하면 좋아?", frozenset({PLAIN})),
+        FacetExample("채식하면 탄소가 얼마나 줄어?", frozenset({"question"})),
+        FacetExample("고기 줄이고 채소 위주로 먹고 싶어", frozenset()),
+    ]
+    # Cosines to the message: 0.99 (the plain ask), 0.985 (the question), 0.975.
+    near = np.array([0.99, 0.985, 0.975], np.float32)
+    vectors = np.stack([near, np.sqrt(1 - near**2)], axis=1)
+    lexical = LexicalEmbedder()
+    words = FacetReader(examples, lexical.embed_queries([e.text for e in examples]))
+    message, vector = "채식만 하면 영양이 부족해지지 않아?", np.array([1.0, 0.0], np.float32)
+
+    def read(questions: FacetReader | None) -> Facets:
+        readers = FacetReaders(
+            FacetReader(examples, vectors),
+            words,
+            lambda text: lexical.embed_queries([text])[0],
+            questions=questions,
+        )
+        return readers.read(message, vector)
+
+    assert not read(None).question
+    assert read(FacetReader(examples[1:], vectors[1:])).question
