@@ -348,6 +348,15 @@ _ASKS_OF_IT = re.compile(
 )
 
 
+#: A plain ask names its field and nothing of where, with whom, when, how easy or what it
+#: costs: a message saying one of these is not one, whatever the vote (the plain examples had
+#: outvoted "사무실에서 할 수 있는 비건 챌린지 추천해 줘", read then for no constraint at all).
+_SAYS_MORE = re.compile(
+    r"사무실|회사|직장|집|혼자|가족|아이|애들|동료|이웃|친구|쉬운|쉽게|간단|돈|공짜|무료|비용"
+    r"|밖|야외|출퇴근|출장|이동|현장|학교|주말|여행"
+)
+
+
 #: Where a message's clauses end: after a connective of background or reason ("사는데",
 #: "원룸인데", "많아서", "키우니까", "좋지만") or a punctuation mark. Not after "-고" ("살고
 #: 있어", "타고") or "-면" ("낮추면 줄어?"): cut there, a clause read alone said what the
@@ -501,6 +510,8 @@ class FacetReaders:
             said.add(ABOUT_SHOWN)
         if _MORE.search(message):
             said.add(MORE)
+        if _SAYS_MORE.search(message):  # "사무실에서 할 수 있는 비건 챌린지": not plain
+            said.discard(PLAIN)
         asks_more = MORE in said or PLAIN in said  # "또 뭐 있어?", "비건은 뭐부터 해?"
         if not _ASKING.search(message) or (asks_more and not _ASKS_OF_IT.search(message)):
             said.discard(QUESTION)

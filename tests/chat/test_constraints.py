@@ -344,6 +344,7 @@ def test_what_a_message_leaves_aside_is_read_as_a_title_would_say_it(
         ("휴대폰 사진이 너무 많아서 정리하고 싶어", False),
         ("텀블러 씻는 법 알려 줘", False),
         ("아이랑 같이 할 수 있는 플로깅 있어?", False),
+        ("사무실에서 할 수 있는 비건 챌린지 추천해 줘", False),  # where: not plain
     ],
 )
 def test_a_plain_ask_for_a_field_is_read_as_one(
