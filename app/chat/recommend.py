@@ -245,7 +245,28 @@ NOT_EXACTLY = (
 
 def compose_recommend(opening: Opening) -> str:
     """The answer's opening: a question's answer (or that there is none), the first challenge
-    and why it fits, then why the category's challenges are worth it."""
+    and why it fits, then why the category's challenges are worth it. A message that is its
+    field's name and little else ("디지털탄소 챌린지 ㄱㄱ") is not said back in it."""
+    text = _composed(opening)
+    if _holds(text, opening.message):
+        label = opening.category.label
+        text = text.replace(f"{label} 챌린지", f"{label} 분야의 챌린지")
+    return text
+
+
+#: What is compared when a recommend may hold the message word for word: letters and digits.
+_NOT_A_LETTER = re.compile(r"[^0-9A-Za-z가-힣]+")
+_SAID_BACK_CHARS = 6
+
+
+def _holds(text: str, message: str) -> bool:
+    """Whether ``text`` holds ``message`` (six letters or more) word for word, spacing and
+    punctuation aside."""
+    said = _NOT_A_LETTER.sub("", message)
+    return len(said) >= _SAID_BACK_CHARS and said in _NOT_A_LETTER.sub("", text)
+
+
+def _composed(opening: Opening) -> str:
     variant = zlib.crc32(opening.message.encode()) + opening.turn
     said: list[str] = []
     subject = f"'{opening.lead}'" if opening.lead else f"{opening.category.label}"

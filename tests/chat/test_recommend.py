@@ -123,6 +123,19 @@ def test_a_plain_ask_hears_one_of_the_fields_first_steps_in_many_words(category:
     assert len(firsts) >= 9  # by how it asked, then by the message
 
 
+@pytest.mark.parametrize("category", list(Category))
+def test_a_message_of_the_fields_name_alone_is_not_said_back(category: Category) -> None:
+    """ "디지털탄소 챌린지 ㄱㄱ": "디지털 탄소 챌린지 가운데 …" would hold it word for word."""
+    message = f"{category.label.replace(' ', '')} 챌린지 ㄱㄱ"
+    for kind, n in itertools.product(KINDS, range(8)):
+        opening = Opening(category, kind, lead=LEADS[0], message=f"{message}{'!' * n}")
+        text = compose_recommend(opening)
+        turn = Turn(
+            message=opening.message, display=text, terminal="close", close={"recommend": text}
+        )
+        assert not judge(turn, ("echo",))["echo"], text
+
+
 def test_more_that_left_its_category_says_so() -> None:
     text = compose_recommend(
         Opening(
