@@ -9,6 +9,9 @@ A free-text turn is embedded once: the intent step and retrieval read the same v
 embedding model's queue is long, the turn is read by its words instead (lexical intent,
 sparse-only search) rather than wait behind it.
 
+A plain ask for a field ("비건 챌린지 추천해줘") is answered with the field's classic first
+steps (the catalogue's ``starter`` rank), and so is more of it after.
+
 The candidates are catalogue challenges: in the answer's category, fitting the user's
 situation (base-info's location and work type), not shown before in the session ("다른 거",
 "더 쉬운 거"), or exactly the ones just shown ("그 중에 …"); satisfying the constraints in force
@@ -218,9 +221,7 @@ class Planner:
         )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
             topic = _starter_query(category)
-        classics = self._classics.get(category, ())
-        if not (plain or _after_plain(intent, state, category)):
-            classics = ()
+        classics = self._classics_for(category, intent, state, plain=plain)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -532,8 +533,8 @@ class Planner:
         category, pool = await self._fitting(
             query, category, state, more=more, constraints=constraints
         )
-        classics = self._classics.get(category)
-        if not (plain or _after_plain(intent, state, category)) or not classics:
+        classics = self._classics_for(category, intent, state, plain=plain)
+        if not classics:
             return category, pool
         # The field's classic first steps, wherever the search ranks them (fitting the
         # situation, not shown yet), before the rest.
@@ -541,6 +542,15 @@ class Planner:
         scope = Scope(category, state.location, state.work_type, only=only, exclude=state.shown)
         found = await self._search(query, scope, k=len(classics)) or ()
         return category, (*found, *(hit for hit in pool if hit.document.id not in classics))
+
+    def _classics_for(
+        self, category: Category, intent: Intent, state: SessionState, *, plain: bool
+    ) -> tuple[str, ...]:
+        """The field's classic first steps, in their order, for a plain ask for it and for
+        more of it or a critique of it after (:func:`_after_plain`); none otherwise."""
+        if plain or _after_plain(intent, state, category):
+            return self._classics.get(category, ())
+        return ()
 
     async def _another_field(
         self,
