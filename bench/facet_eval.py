@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.constraints import Facets, clauses  # noqa: E402
+from app.chat.constraints import Facets, clauses, without_field  # noqa: E402
 from app.chat.intent_bank import build_facets  # noqa: E402
 from app.rag.embedder import load_embedder  # noqa: E402
 
@@ -62,6 +62,11 @@ def main() -> int:
     parts = [
         embedder.embed_queries(clauses(row["text"])) if clauses(row["text"]) else [] for row in rows
     ]
+    # ... and without the field it names, for its constraints ("돈 안 드는 비건 챌린지").
+    unnamed = [
+        embedder.embed_queries([text])[0] if (text := without_field(row["text"])) else None
+        for row in rows
+    ]
     results: dict[str, object] = {"split": args.split, "messages": len(rows)}
     print(f"{'reader':<8} {'exact':>7}  per label (precision / recall)")
     # "whole": the embedding's reader on the whole message alone (no clauses), to compare.
@@ -71,10 +76,11 @@ def main() -> int:
         fp: Counter[str] = Counter()
         fn: Counter[str] = Counter()
         misses = []
-        for row, vector, pieces in zip(rows, vectors, parts, strict=True):
+        for row, vector, pieces, alone in zip(rows, vectors, parts, unnamed, strict=True):
             dense = name != "lexical"
             pieces = pieces if name == "dense" else []
-            got = labels_of(readers.read(row["text"], vector if dense else None, pieces))
+            alone = alone if name == "dense" else None
+            got = labels_of(readers.read(row["text"], vector if dense else None, pieces, alone))
             want = set(row["labels"])
             exact += got == want
             if got != want:

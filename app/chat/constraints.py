@@ -53,6 +53,7 @@ __all__ = [
     "points_at_one",
     "satisfies",
     "wanting",
+    "without_field",
 ]
 
 
@@ -376,6 +377,31 @@ _TOLD_IN_CLAUSES = frozenset(
 )
 
 
+_CONSTRAINTS = frozenset(c.value for c in Constraint)
+#: A field's name as people type it ("에너지절약", "업사이클링"), with the word "챌린지" after it.
+_A_FIELD = re.compile(
+    "(?:"
+    + "|".join(
+        r"\s*".join(map(re.escape, c.label.replace(" ", "")))
+        + ("(?:링)?" if c.label == "업사이클" else "")
+        for c in Category
+    )
+    + r")(?:\s*챌린지)?",
+    re.I,
+)
+
+
+def without_field(message: str) -> str | None:
+    """``message`` with the field it names said as "거" ("돈 안 드는 비건 챌린지 알려 줘" →
+    "돈 안 드는 거 알려 줘"), for its constraints: the name's meaning drowns them in the
+    whole's embedding. None when it names no field, or says nothing of where, with whom, how
+    easy or what it costs (:data:`_SAYS_MORE`: then nothing is worth another embedding)."""
+    unnamed, named = _A_FIELD.subn("거", message)
+    if not named or not _SAYS_MORE.search(unnamed):
+        return None
+    return unnamed
+
+
 #: At most this many of a message's clauses are read (an embedding each): a message told in
 #: clauses has two or three; one of 200 characters cut by commas would have had sixty.
 CLAUSES_READ = 4
@@ -486,8 +512,11 @@ class FacetReaders:
         message: str,
         vector: npt.NDArray[np.float32] | None,
         parts: Sequence[npt.NDArray[np.float32]] = (),
+        unnamed: npt.NDArray[np.float32] | None = None,
     ) -> Facets:
-        """``parts``: the embeddings of the message's :func:`clauses`, when it has them."""
+        """``parts``: the embeddings of the message's :func:`clauses`, when it has them;
+        ``unnamed``: the embedding of the message without its field's name
+        (:func:`without_field`), when it names one."""
         said = self.lexical.said(self._lexical_vector(message)) - {AMONG}
         if vector is not None:
             # "another" points at the conversation in a few words ("다른 분야로"): the words
@@ -495,6 +524,8 @@ class FacetReaders:
             said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
             if self._questions is not None:
                 said = (said - {QUESTION}) | (self._questions.said(vector) & {QUESTION})
+            if unnamed is not None:  # "돈 안 드는 비건 챌린지": the field's name drowned "free"
+                said |= self.dense.said(unnamed) & _CONSTRAINTS
             told: set[str] = set()
             for part in parts:
                 told |= self.dense.said(part) & _TOLD_IN_CLAUSES

@@ -54,6 +54,7 @@ from app.chat.constraints import (
     ordinal,
     points_at_one,
     wanting,
+    without_field,
 )
 from app.chat.fit import FitBank
 from app.chat.follow_up import (
@@ -388,7 +389,11 @@ class Planner:
                 except Exception:  # the clauses only add to the whole's reading
                     log.warning("a clause's embedding failed; the whole is read", exc_info=True)
                     parts = []
-            facets = self._facets.read(message, query.vector, parts)
+            # "돈 안 드는 비건 챌린지": read without the field's name too, for its constraints.
+            unnamed = None
+            if query.vector is not None and (text := without_field(message)):
+                unnamed = await self._embedding_if_free(text)
+            facets = self._facets.read(message, query.vector, parts, unnamed)
             if wants is not None:
                 facets = wanting(facets, self._facets.read(wants.text, wants.vector))
             span.set_attribute("gateway.clauses", len(parts))

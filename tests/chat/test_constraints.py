@@ -22,6 +22,7 @@ from app.chat.constraints import (
     points_among,
     satisfies,
     wanting,
+    without_field,
 )
 from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import Intent, IntentClassifiers, IntentKind
@@ -508,3 +509,40 @@ def test_plain_ask_examples_do_not_vote_on_whether_a_message_asks_something() ->
 
     assert not read(None).question
     assert read(FacetReader(examples[1:], vectors[1:])).question
+
+
+@pytest.mark.parametrize(
+    ("message", "unnamed"),
+    [
+        ("돈 안 드는 비건 챌린지 알려 줘", "돈 안 드는 거 알려 줘"),
+        ("집에서 할 수 있는 에너지절약 챌린지", "집에서 할 수 있는 거"),
+        ("혼자 하는 업사이클링 추천", "혼자 하는 거 추천"),
+        ("비건 챌린지 추천해줘", None),  # nothing else said: no other embedding
+        ("돈 안 드는 걸로", None),  # no field named
+    ],
+)
+def test_a_message_naming_its_field_is_read_without_it_too(
+    message: str, unnamed: str | None
+) -> None:
+    assert without_field(message) == unnamed
+
+
+@pytest.mark.parametrize(
+    ("message", "constraint"),
+    [
+        ("돈 안 드는 비건 챌린지 알려 줘", Constraint.FREE),
+        ("가족이랑 할 만한 플로깅 챌린지", Constraint.FAMILY),
+        ("쉬운 업사이클 챌린지 하나 알려줘", Constraint.EASY),
+    ],
+)
+def test_a_constraint_beside_a_fields_name_is_read(
+    embedder: Embedder, facets: FacetReaders, message: str, constraint: Constraint
+) -> None:
+    """The field's name drowns the constraint in the whole's embedding; read without the name
+    (as the planner does), the constraint is there, and the message is not a plain ask."""
+    whole = embedder.embed_queries([message])[0]
+    assert constraint not in facets.read(message, whole).constraints
+    text = without_field(message)
+    assert text is not None
+    read = facets.read(message, whole, unnamed=embedder.embed_queries([text])[0])
+    assert constraint in read.constraints and not read.plain
