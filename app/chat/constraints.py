@@ -378,23 +378,28 @@ _TOLD_IN_CLAUSES = frozenset(
 
 
 _CONSTRAINTS = frozenset(c.value for c in Constraint)
-#: A field's name as people type it ("에너지절약", "업사이클링"), with the word "챌린지" after it.
+#: A field as people name it ("에너지절약", "업사이클링") or call it ("환경", "채식", "줍깅",
+#: "쓰레기 줄이기"), with the word after it ("챌린지", "활동", "실천").
+_FIELD_SAID = (  # the longer before the shorter it holds ("업사이클링", "업사이클")
+    "업사이클링",
+    "친환경",
+    *(r"\s*".join(map(re.escape, c.label.replace(" ", ""))) for c in Category),
+    "환경",
+    "채식",
+    "줍깅",
+    "재활용",
+    r"(?:쓰레기|일회용품|플라스틱|탄소|전기|에너지)\s*(?:줄이기|줄이는|아끼기|아끼는|절약)",
+)
 _A_FIELD = re.compile(
-    "(?:"
-    + "|".join(
-        r"\s*".join(map(re.escape, c.label.replace(" ", "")))
-        + ("(?:링)?" if c.label == "업사이클" else "")
-        for c in Category
-    )
-    + r")(?:\s*챌린지)?",
+    "(?:" + "|".join(_FIELD_SAID) + r")(?:\s*(?:챌린지|활동|실천))?",
     re.I,
 )
 
 
 def without_field(message: str) -> str | None:
     """``message`` with the field it names said as "거" ("돈 안 드는 비건 챌린지 알려 줘" →
-    "돈 안 드는 거 알려 줘"), for its constraints: the name's meaning drowns them in the
-    whole's embedding. None when it names no field, or says nothing of where, with whom, how
+    "돈 안 드는 거 알려 줘", "집에서 할 수 있는 환경 챌린지" → "집에서 할 수 있는 거"), for its
+    constraints: the field's meaning drowns them in the whole's embedding. None when it names no field, or says nothing of where, with whom, how
     easy or what it costs (:data:`_SAYS_MORE`: then nothing is worth another embedding)."""
     unnamed, named = _A_FIELD.subn("거", message)
     if not named or not _SAYS_MORE.search(unnamed):

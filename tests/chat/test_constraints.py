@@ -517,6 +517,8 @@ def test_plain_ask_examples_do_not_vote_on_whether_a_message_asks_something() ->
         ("돈 안 드는 비건 챌린지 알려 줘", "돈 안 드는 거 알려 줘"),
         ("집에서 할 수 있는 에너지절약 챌린지", "집에서 할 수 있는 거"),
         ("혼자 하는 업사이클링 추천", "혼자 하는 거 추천"),
+        ("집에서 할 수 있는 환경 챌린지 알려줘", "집에서 할 수 있는 거 알려줘"),  # called
+        ("회사에서 할 수 있는 쓰레기 줄이기 챌린지", "회사에서 할 수 있는 거"),
         ("비건 챌린지 추천해줘", None),  # nothing else said: no other embedding
         ("돈 안 드는 걸로", None),  # no field named
     ],
@@ -533,6 +535,8 @@ def test_a_message_naming_its_field_is_read_without_it_too(
         ("돈 안 드는 비건 챌린지 알려 줘", Constraint.FREE),
         ("가족이랑 할 만한 플로깅 챌린지", Constraint.FAMILY),
         ("쉬운 업사이클 챌린지 하나 알려줘", Constraint.EASY),
+        ("가족이랑 하는 환경 챌린지 있어?", Constraint.FAMILY),
+        ("혼자 할 수 있는 채식 챌린지", Constraint.ALONE),
     ],
 )
 def test_a_constraint_beside_a_fields_name_is_read(
