@@ -24,18 +24,21 @@ def test_corpus_loads_every_document() -> None:
     assert all(d.traits is not None for d in documents), "every document carries its traits"
 
 
-def test_the_checker_refuses_a_trait_outside_the_vocabulary(tmp_path: Path) -> None:
+def _check_edited(tmp_path: Path, old: str, new: str) -> subprocess.CompletedProcess[str]:
+    """The checker run on the bundled corpus with the first ``old`` made ``new``."""
     corpus = (ROOT / "app" / "rag" / "data" / "challenges.jsonl").read_text(encoding="utf-8")
     broken = tmp_path / "challenges.jsonl"
-    broken.write_text(
-        corpus.replace('"effort": "easy"', '"effort": "trivial"', 1), encoding="utf-8"
-    )
-    done = subprocess.run(
+    broken.write_text(corpus.replace(old, new, 1), encoding="utf-8")
+    return subprocess.run(
         [sys.executable, "scripts/check_corpus.py", str(broken)],
         cwd=ROOT,
         capture_output=True,
         text=True,
     )
+
+
+def test_the_checker_refuses_a_trait_outside_the_vocabulary(tmp_path: Path) -> None:
+    done = _check_edited(tmp_path, '"effort": "easy"', '"effort": "trivial"')
     assert done.returncode == 1 and "effort must be one of" in done.stderr
 
 
@@ -50,13 +53,5 @@ def test_the_checker_wants_each_categorys_classic_first_steps_ranked_once(tmp_pa
             if d.category is category and d.traits and d.traits.starter
         )
         assert ranks == [1, 2, 3, 4, 5, 6], category
-    corpus = (ROOT / "app" / "rag" / "data" / "challenges.jsonl").read_text(encoding="utf-8")
-    broken = tmp_path / "challenges.jsonl"
-    broken.write_text(corpus.replace('"starter": 2', '"starter": 1', 1), encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "scripts/check_corpus.py", str(broken)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
+    done = _check_edited(tmp_path, '"starter": 2', '"starter": 1')
     assert done.returncode == 1 and "starter ranks [1, 1, 3, 4, 5, 6]" in done.stderr

@@ -80,15 +80,20 @@ def _intents() -> IntentClassifiers:
     )
 
 
-def _facets() -> FacetReaders:
-    """Reads nothing: no constraint, situation or question in any message."""
+def _reads(example: str, *labels: str) -> FacetReaders:
+    """Facet readers over one example carrying ``labels``: every message is read as it is."""
     lexical = LexicalEmbedder()
-    plain = [FacetExample("두유", frozenset())]
+    examples = [FacetExample(example, frozenset(labels))]
     return FacetReaders(
-        FacetReader(plain, np.stack([TOPIC_VECTOR]), k=1),
-        FacetReader(plain, lexical.embed_queries(["두유"]), k=1),
+        FacetReader(examples, np.stack([TOPIC_VECTOR]), k=1),
+        FacetReader(examples, lexical.embed_queries([example]), k=1),
         lambda message: lexical.embed_queries([message])[0],
     )
+
+
+def _facets() -> FacetReaders:
+    """Reads nothing: no constraint, situation or question in any message."""
+    return _reads("두유")
 
 
 class _EmbedderBusy:
@@ -386,13 +391,7 @@ class _FindsShown(_Catalogue):
 
 def _asks() -> FacetReaders:
     """Reads every message as a question (the real reader's verdict on "어떻게 …?")."""
-    lexical = LexicalEmbedder()
-    asking = [FacetExample("어떻게 해?", frozenset({"question"}))]
-    return FacetReaders(
-        FacetReader(asking, np.stack([TOPIC_VECTOR]), k=1),
-        FacetReader(asking, lexical.embed_queries(["어떻게 해?"]), k=1),
-        lambda message: lexical.embed_queries([message])[0],
-    )
+    return _reads("어떻게 해?", "question")
 
 
 async def _after(
@@ -505,24 +504,12 @@ async def test_a_critique_never_brings_what_does_not_fit_the_given_situation(
 
 def _reads_nothing() -> FacetReaders:
     """A facet reader that reads no facet (pointers are read by their words)."""
-    lexical = LexicalEmbedder()
-    nothing = [FacetExample("아무거나", frozenset())]
-    return FacetReaders(
-        FacetReader(nothing, np.stack([TOPIC_VECTOR]), k=1),
-        FacetReader(nothing, lexical.embed_queries(["아무거나"]), k=1),
-        lambda message: lexical.embed_queries([message])[0],
-    )
+    return _reads("아무거나")
 
 
 def _reads_plain() -> FacetReaders:
     """Reads every message as a plain ask for its field ("비건 챌린지 추천해줘")."""
-    lexical = LexicalEmbedder()
-    plain = [FacetExample("비건 챌린지", frozenset({"plain"}))]
-    return FacetReaders(
-        FacetReader(plain, np.stack([TOPIC_VECTOR]), k=1),
-        FacetReader(plain, lexical.embed_queries(["비건 챌린지"]), k=1),
-        lambda message: lexical.embed_queries([message])[0],
-    )
+    return _reads("비건 챌린지", "plain")
 
 
 class _FindsByWords(_Catalogue):
