@@ -380,10 +380,12 @@ _TOLD_IN_CLAUSES = frozenset(
 _CONSTRAINTS = frozenset(c.value for c in Constraint)
 #: A field as people name it ("에너지절약", "업사이클링") or call it ("환경", "채식", "줍깅",
 #: "쓰레기 줄이기"), with the word after it ("챌린지", "활동", "실천").
+#: Each field's name, spaces optional ("에너지절약", "에너지 절약").
+_LABELS = tuple(r"\s*".join(map(re.escape, c.label.replace(" ", ""))) for c in Category)
 _FIELD_SAID = (  # the longer before the shorter it holds ("업사이클링", "업사이클")
     "업사이클링",
     "친환경",
-    *(r"\s*".join(map(re.escape, c.label.replace(" ", ""))) for c in Category),
+    *_LABELS,
     "환경",
     "채식",
     "줍깅",
@@ -443,9 +445,7 @@ _FIELD_WORD = re.compile(
 
 #: A verb's clause made a noun ("바꾸는 거", "사는 것", "먹을 건").
 _A_CLAUSE = re.compile(r"[가-힣](?:는|은|을|던|ㄴ|ㄹ)\s*(?:거|것|건|걸)(?![가-힣])")
-_FIELD_NAMES = tuple(
-    re.compile(r"\s*".join(map(re.escape, c.label.replace(" ", ""))), re.I) for c in Category
-)
+_FIELD_NAMES = tuple(re.compile(label, re.I) for label in _LABELS)
 
 
 def leaving_aside(message: str) -> str:
