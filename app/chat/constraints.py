@@ -439,7 +439,7 @@ _LEAVING = re.compile(
 #: Words about a field or the act of leaving it, not about a challenge ("플로깅 얘기는 말고").
 _FIELD_WORD = re.compile(
     r"말고|빼고|됐고|됐으니|제외하고|그만하고|그렇고|얘기|이야기|얘긴|분야|챌린지|관련|종류"
-    r"|카테고리|주제|이런|그런|이거|그거|저거|이건|그건"
+    r"|카테고리|주제|이런|그런|이거|그거|저거|이건|그건|아니|아냐"
 )
 
 
@@ -475,9 +475,8 @@ def left_words(message: str) -> tuple[str, ...]:
 
 def left_aside(message: str) -> str:
     """The words naming what the user leaves, with the word that leaves it ("플로깅 말고" of
-    "플로깅 말고 다른 거 추천해줘"); empty when :func:`leaving_aside` finds nothing left."""
-    if leaving_aside(message) == message:
-        return ""
+    "플로깅 말고 다른 거 추천해줘", and of "플로깅 말고" said alone); empty when it leaves
+    nothing."""
     found = _LEAVING.match(message)
     return found.group(0) if found else ""
 

@@ -180,7 +180,8 @@ def named_category(message: str) -> Category | None:
     underscores aside) in what it asks for: a field it leaves aside by name ("플로깅 말고 다른
     거", :func:`left_category`) is not asked for. None when it names none or several."""
     if left_category(message) is not None:
-        return _named(leaving_aside(message))
+        rest = leaving_aside(message)  # the whole message when it says nothing else
+        return None if rest == message else _named(rest)
     return _named(message)
 
 

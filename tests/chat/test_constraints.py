@@ -319,6 +319,8 @@ def test_another_field_is_searched_without_what_the_user_leaves(message: str, wa
     ("message", "words"),
     [
         ("텀블러 말고 또 뭐 있어?", ("텀블러",)),
+        ("텀블러 말고", ("텀블러",)),  # said alone
+        ("아니 그건 말고", ()),
         ("러닝 플로깅은 빼고 다른 거 있어?", ("러닝",)),
         ("고기 반찬 말고 새참 얘기로 가자", ("고기", "반찬")),
         # A field, a pointer or nothing left aside: no word a title would say.

@@ -346,9 +346,10 @@ def test_a_field_left_aside_by_name_asks_for_another_away_from_it(
     the examples hear more, an ordinary question or the field it names; a challenge left
     aside ("두유 비건 말고") or another field named in what it wants is not."""
     for vector in (_unit(Label.MORE), _unit(Label.ASK), _unit(Label.TOPIC, Category.VEGAN)):
-        assert toy.decide("비건 말고 다른 거 추천해줘", vector, state) == Intent(
-            IntentKind.ANOTHER, away_from=Category.VEGAN
-        )
+        for message in ("비건 말고 다른 거 추천해줘", "비건 말고"):  # said alone too
+            assert toy.decide(message, vector, state) == Intent(
+                IntentKind.ANOTHER, away_from=Category.VEGAN
+            )
     assert named_category("비건 얘기는 됐고 다른 거") is None
     assert left_category("비건 얘기는 됐고 다른 거") is Category.VEGAN
     assert left_category("두유 비건 말고 다른 거") is None
