@@ -8,8 +8,9 @@ each conversation's turns in order in one session, each planned by the gateway's
 recommend); the answer shows the gateway's first challenge and the next two ranked (where
 the model would choose two of the next three), and the session remembers them. Scored as
 bench/fit_scoring.py scores the gateway's answers: first_fits, share_fits, rule_by_traits,
-answered; and situation_fits, the reader check "fits" (in a base-info session every challenge
-shown fits its location and work type). Deterministic, about five seconds a split once the store is built: the loop to tune
+answered; situation_fits, the reader check "fits" (in a base-info session every challenge
+shown fits its location and work type); and constraints_read, the constraints in force exactly
+those labelled (what a critique's rule is judged by). Deterministic, about five seconds a split once the store is built: the loop to tune
 the planner on (dev and dev2); the stack's bench reports.
 
 The store: ``--store`` (or ``QDRANT_PATH``) is an embedded Qdrant directory; an empty one is
@@ -37,7 +38,14 @@ from bench.fit_bench import load, rate  # noqa: E402
 from bench.fit_scoring import answered, first_fits, fitting, rule_by_traits  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-METRICS = ("first_fits", "share_fits", "rule_by_traits", "answered", "situation_fits")
+METRICS = (
+    "first_fits",
+    "share_fits",
+    "rule_by_traits",
+    "answered",
+    "situation_fits",
+    "constraints_read",
+)
 
 
 async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,9 +88,11 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     plan = await planner.free_text(turn)
                 ids: list[str | None] = []
                 recommend = ""
+                read: list[str] | None = None  # the constraints in force, as the planner read them
                 if isinstance(plan, TurnPlan) and plan.lead is not None:
                     ids = [plan.lead.document.id, *(h.document.id for h in plan.candidates[:2])]
                     recommend = plan.recommend or ""
+                    read = sorted(plan.constraints)
                     remembered = Turn(
                         user=plan.user_text,
                         assistant="",
@@ -104,6 +114,11 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "fitting": fitting(ids, label),
                         "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
                         "answered": answered(ids, label, recommend),
+                        "read": read,
+                        # The constraints in force are exactly those labelled (carried ones too).
+                        "constraints_read": None
+                        if read is None
+                        else read == sorted(label.get("constraints") or ()),
                         # SPEC: in a base-info session every challenge fits its location and
                         # work type (bench/reader_checks.py "fits"); None without one.
                         "situation_fits": None
