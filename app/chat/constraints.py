@@ -45,6 +45,7 @@ __all__ = [
     "FacetReaders",
     "Facets",
     "clauses",
+    "cued",
     "leaving_aside",
     "left_aside",
     "left_words",
@@ -358,6 +359,35 @@ _SAYS_MORE = re.compile(
 )
 
 
+#: The words that say where or with whom ("현장에서", "애들 데리고", "마을 분들이랑"): the
+#: embedding of a whole message, or of a clause, blurs them under its form ("~할 수 있는 걸로"
+#: sits nearer "출장 가서도 할 수 있는 거" than "일하는 곳에서 …"). A constraint whose word the
+#: message says is read when the neighbours' vote gives it at least ``CUE_FLOOR``.
+_CUES = {
+    Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다|원룸|자취방",
+    Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무|가게(?!\s*(?:되|돼))|매장|탕비실",
+    Constraint.OUTSIDE: r"밖에서|밖으로|바깥|야외|공원|산책",
+    Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행|외근|비행기|기차",
+    Constraint.ALONE: r"혼자|나만(?!의)|자취",
+    Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|아들|(?<![가-힣])딸(?!기)|남편|아내|와이프|부모님|식구"
+    r"|엄마|아빠",
+    Constraint.COWORKERS: r"동료|팀원|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원",
+    Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람",
+}
+_CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
+CUE_FLOOR = 0.15
+
+
+def cued(message: str) -> dict[Constraint, int]:
+    """The places and companies ``message`` says in words, each at where it last says it."""
+    found: dict[Constraint, int] = {}
+    for constraint, pattern in _CUE.items():
+        ends = [m.end() for m in pattern.finditer(message)]
+        if ends:
+            found[constraint] = ends[-1]
+    return found
+
+
 #: Where a message's clauses end: after a connective of background or reason ("사는데",
 #: "원룸인데", "많아서", "키우니까", "좋지만") or a punctuation mark. Not after "-고" ("살고
 #: 있어", "타고") or "-면" ("낮추면 줄어?"): cut there, a clause read alone said what the
@@ -511,6 +541,28 @@ class FacetReaders:
         self._lexical_vector = lexical_vector
         self._questions = questions
 
+    def _cued(
+        self, message: str, vectors: Sequence[npt.NDArray[np.float32]], said: set[str]
+    ) -> set[str]:
+        """``said`` with the place and the company the message says in words, where the vote
+        gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
+        kind, the one said last, which replaces the vote's others of its kind ("집에만 있으니까
+        답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수 있는
+        걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
+        shares = [self.dense.shares(v) for v in vectors]
+        weighed = {
+            c: at
+            for c, at in cued(message).items()
+            if max(share[c.value] for share in shares) >= CUE_FLOOR
+        }
+        said = set(said)
+        for kind in (PLACES, COMPANY):
+            of_kind = {c: at for c, at in weighed.items() if c.value in kind}
+            if not of_kind:
+                continue
+            said = (said - set(kind)) | {max(of_kind, key=lambda c: of_kind[c]).value}
+        return said
+
     def read(
         self,
         message: str,
@@ -539,6 +591,8 @@ class FacetReaders:
                 if said & set(kind):
                     told -= set(kind)
             said |= told
+            if QUESTION not in said:  # a question's words name its subject, not a place
+                said = self._cued(message, [vector, *parts], said)
         if points_among(message):
             said.add(AMONG)
         if _ABOUT_SHOWN.search(message):

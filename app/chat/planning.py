@@ -379,10 +379,11 @@ class Planner:
         embedding each; none when the embedding model is busy: the whole is read alone), and
         one that leaves a place aside ("현장 말고 집에서") for the place it ``wants``."""
         with _tracer.start_as_current_span("facets") as span:
+            told_in = clauses(message)
             parts: list[QueryVector] = []
             if query.vector is not None:
                 try:
-                    for clause in clauses(message):
+                    for clause in told_in:
                         parts.append(await self._retriever.embed(clause))
                 except EmbedderBusy:
                     parts = []
@@ -395,7 +396,12 @@ class Planner:
                 unnamed = await self._embedding_if_free(text)
             facets = self._facets.read(message, query.vector, parts, unnamed)
             if wants is not None:
-                facets = wanting(facets, self._facets.read(wants.text, wants.vector))
+                # Its own clauses are read for it too ("디지털 얘긴 됐고, 이번엔 먹는 거 쪽으로.
+                # 현장에서 챙길 수 있는 걸로": the place is the last clause's).
+                # (no parts at all when the embedder was busy for the clauses)
+                pairs = zip(told_in, parts, strict=False)
+                own = [part for clause, part in pairs if clause in wants.text]
+                facets = wanting(facets, self._facets.read(wants.text, wants.vector, own))
             span.set_attribute("gateway.clauses", len(parts))
             span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
             span.set_attribute("gateway.question", facets.question)

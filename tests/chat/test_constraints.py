@@ -16,6 +16,7 @@ from app.chat.constraints import (
     FacetReaders,
     Facets,
     clauses,
+    cued,
     leaving_aside,
     left_words,
     ordinal,
@@ -285,7 +286,9 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     message = "바닷가 마을에 사는데 아이랑 주말에 할 만한 거 있을까"
     vector = embedder.embed_queries([message])[0]
     parts = embedder.embed_queries(clauses(message))
-    assert _labels(facets.read(message, vector)) == set(), "the whole alone splits its vote"
+    # The whole alone splits its vote: the company is read by its words ("아이랑"), the place
+    # told is not.
+    assert _labels(facets.read(message, vector)) == {"family"}
     assert _labels(facets.read(message, vector, parts)) == {"at:바닷가", "family"}
     # A clause adds no ease or cost the request did not ask ("줄이고 싶은데" alone reads "easy").
     asked = "사무실에 종이컵이 너무 많아서 줄이고 싶은데 동료들도 같이 할 수 있는 거"
@@ -544,11 +547,68 @@ def test_a_message_naming_its_field_is_read_without_it_too(
 def test_a_constraint_beside_a_fields_name_is_read(
     embedder: Embedder, facets: FacetReaders, message: str, constraint: Constraint
 ) -> None:
-    """The field's name drowns the constraint in the whole's embedding; read without the name
-    (as the planner does), the constraint is there, and the message is not a plain ask."""
+    """The field's name drowns the constraint in the whole's embedding (a company is read by
+    its words too, :func:`cued`); read without the name (as the planner does), the constraint
+    is there, and the message is not a plain ask."""
     whole = embedder.embed_queries([message])[0]
-    assert constraint not in facets.read(message, whole).constraints
+    if constraint in (Constraint.EASY, Constraint.FREE):
+        assert constraint not in facets.read(message, whole).constraints
     text = without_field(message)
     assert text is not None
     read = facets.read(message, whole, unnamed=embedder.embed_queries([text])[0])
     assert constraint in read.constraints and not read.plain
+
+
+@pytest.mark.parametrize(
+    ("message", "read", "not_read"),
+    [
+        # The vote on the clause read "moving" ("~할 수 있는 걸로" sits near "출장 가서도 …").
+        (
+            "디지털 얘긴 이 정도면 됐고, 이번엔 먹는 거 쪽으로 봐 줘. 현장에서 챙길 수 있는 걸로",
+            {Constraint.WORK},
+            {Constraint.MOVING},
+        ),
+        # The company said last is the one asked for; the one before it was the reason.
+        (
+            "혼자 주워서는 끝이 없더라. 마을 분들이랑 다 같이 치울 방법 없을까",
+            {Constraint.NEIGHBOURS},
+            {Constraint.ALONE},
+        ),
+        (
+            "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 주말에 애들 데리고 바깥에서 할 만한 거 있을까?",
+            {Constraint.FAMILY, Constraint.OUTSIDE},
+            set(),
+        ),
+        # A question's words name its subject, not where to do it; a phone is not a child.
+        ("버스 타면 탄소가 얼마나 줄어?", set(), {Constraint.MOVING}),
+        ("2번은 아이폰에서도 되나요", set(), {Constraint.FAMILY}),
+    ],
+)
+def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
+    embedder: Embedder,
+    facets: FacetReaders,
+    message: str,
+    read: set[Constraint],
+    not_read: set[Constraint],
+) -> None:
+    parts = clauses(message)
+    vectors = embedder.embed_queries([message, *parts])
+    said = facets.read(message, vectors[0], list(vectors[1:])).constraints
+    assert read <= said and not (not_read & said), said
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        ("집에서는 답답한데, 밖에서 할 거", {Constraint.HOME: 3, Constraint.OUTSIDE: 14}),
+        ("아이랑 버스 타고", {Constraint.FAMILY: 2, Constraint.MOVING: 9}),
+        ("딸기 농사 짓는데 녹차로 바꾸면", {}),  # a strawberry, a tea: no daughter, no car
+        ("나만의 텀블러 꾸미기", {}),
+        ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
+        ("아이폰 사진 정리", {}),
+    ],
+)
+def test_places_and_companies_are_found_in_their_words_and_not_in_look_alikes(
+    message: str, said: dict[Constraint, int]
+) -> None:
+    assert cued(message) == said
