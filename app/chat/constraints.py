@@ -359,19 +359,28 @@ _SAYS_MORE = re.compile(
 )
 
 
-#: The words that say where or with whom ("현장에서", "애들 데리고", "마을 분들이랑"): the
-#: embedding of a whole message, or of a clause, blurs them under its form ("~할 수 있는 걸로"
-#: sits nearer "출장 가서도 할 수 있는 거" than "일하는 곳에서 …"). A constraint whose word the
-#: message says is read when the neighbours' vote gives it at least ``CUE_FLOOR``.
+#: The words that say where, with whom, or how little effort ("현장에서", "애들 데리고", "마을
+#: 분들이랑", "부담 없이", "잠깐 할 때"): the embedding of a whole message, or of a clause,
+#: blurs them under its form ("~할 수 있는 걸로" sits nearer "출장 가서도 할 수 있는 거" than
+#: "일하는 곳에서 …"). A constraint whose word the message says is read when the neighbours'
+#: vote gives it at least ``CUE_FLOOR`` (0.05-0.45 differ by a turn or two on the fit
+#: bench's dev splits). Look-alikes are kept out by their next letters ("아이폰", "딸기",
+#: "잠깐만", "쉽게 설명해", "귀찮아도", "비용 부담 없는": the cost's).
 _CUES = {
-    Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다|원룸|자취방",
-    Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무|가게(?!\s*(?:되|돼))|매장|탕비실",
+    Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
+    r"|원룸|자취방",
+    Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무|가게(?!\s*(?:되|돼))|매장"
+    r"|탕비실",
     Constraint.OUTSIDE: r"밖에서|밖으로|바깥|야외|공원|산책",
-    Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행|외근|비행기|기차",
+    Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
+    r"|외근|비행기|기차",
     Constraint.ALONE: r"혼자|나만(?!의)|자취",
     Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|아들|(?<![가-힣])딸(?!기)|남편|아내|와이프|부모님|식구"
     r"|엄마|아빠",
     Constraint.COWORKERS: r"동료|팀원|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원",
+    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방|잠깐(?!만)"
+    r"|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운|귀찮(?!아도|더라도|지만)"
+    r"|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)|당장",
     Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람",
 }
 _CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
@@ -379,7 +388,8 @@ CUE_FLOOR = 0.15
 
 
 def cued(message: str) -> dict[Constraint, int]:
-    """The places and companies ``message`` says in words, each at where it last says it."""
+    """The places, companies and ease ``message`` says in words, each at where it last says
+    it."""
     found: dict[Constraint, int] = {}
     for constraint, pattern in _CUE.items():
         ends = [m.end() for m in pattern.finditer(message)]
@@ -544,8 +554,8 @@ class FacetReaders:
     def _cued(
         self, message: str, vectors: Sequence[npt.NDArray[np.float32]], said: set[str]
     ) -> set[str]:
-        """``said`` with the place and the company the message says in words, where the vote
-        gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
+        """``said`` with the place, the company and the ease the message says in words, where
+        the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
         kind, the one said last, which replaces the vote's others of its kind ("집에만 있으니까
         답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수 있는
         걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
@@ -556,7 +566,7 @@ class FacetReaders:
             if max(share[c.value] for share in shares) >= CUE_FLOOR
         }
         said = set(said)
-        for kind in (PLACES, COMPANY):
+        for kind in (PLACES, COMPANY, (Constraint.EASY.value,)):
             of_kind = {c: at for c, at in weighed.items() if c.value in kind}
             if not of_kind:
                 continue

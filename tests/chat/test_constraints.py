@@ -582,6 +582,7 @@ def test_a_constraint_beside_a_fields_name_is_read(
         # A question's words name its subject, not where to do it; a phone is not a child.
         ("버스 타면 탄소가 얼마나 줄어?", set(), {Constraint.MOVING}),
         ("2번은 아이폰에서도 되나요", set(), {Constraint.FAMILY}),
+        ("그중에 제일 부담 없이 바로 시작할 수 있는 건 뭐야?", {Constraint.EASY}, set()),
     ],
 )
 def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
@@ -606,6 +607,9 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("나만의 텀블러 꾸미기", {}),
         ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
         ("아이폰 사진 정리", {}),
+        ("혼자 잠깐 할 때", {Constraint.ALONE: 2, Constraint.EASY: 5}),
+        ("비용 부담 없는 걸로", {}),  # the cost's burden: "free", read by the vote
+        ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
     ],
 )
 def test_places_and_companies_are_found_in_their_words_and_not_in_look_alikes(
