@@ -359,13 +359,14 @@ _SAYS_MORE = re.compile(
 )
 
 
-#: The words that say where, with whom, or how little effort ("현장에서", "애들 데리고", "마을
-#: 분들이랑", "부담 없이", "잠깐 할 때"): the embedding of a whole message, or of a clause,
-#: blurs them under its form ("~할 수 있는 걸로" sits nearer "출장 가서도 할 수 있는 거" than
-#: "일하는 곳에서 …"). A constraint whose word the message says is read when the neighbours'
-#: vote gives it at least ``CUE_FLOOR`` (0.05-0.45 differ by a turn or two on the fit
-#: bench's dev splits). Look-alikes are kept out by their next letters ("아이폰", "딸기",
-#: "잠깐만", "쉽게 설명해", "귀찮아도", "비용 부담 없는": the cost's).
+#: The words that say where, with whom, how little effort or no money ("현장에서", "애들
+#: 데리고", "마을 분들이랑", "부담 없이", "회비 안 걷고"): the embedding of a whole message,
+#: or of a clause, blurs them under its form ("~할 수 있는 걸로" sits nearer "출장 가서도 할 수
+#: 있는 거" than "일하는 곳에서 …"). A constraint whose words the message says is read when the
+#: neighbours' vote gives it at least ``CUE_FLOOR`` (0.05-0.45 differ by a turn or two on the
+#: fit bench's dev splits): by its meaning and its words together. Look-alikes are kept out by
+#: the letters around them ("아이폰", "딸기", "잠깐만", "쉽게 설명해", "귀찮아도"), and "부담
+#: 없는" beside 비용 is the cost's, not the effort's.
 _CUES = {
     Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
     r"|원룸|자취방",
@@ -381,6 +382,9 @@ _CUES = {
     Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방|잠깐(?!만)"
     r"|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운|귀찮(?!아도|더라도|지만)"
     r"|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)|당장",
+    Constraint.FREE: r"돈\s*(?:이\s*)?(?:안|없이|들지|들이지|한\s*푼)|큰돈\s*(?:안|없이)|공짜|무료"
+    r"|지갑\s*(?:안|을\s*안)|비용\s*(?:없|안|부담\s*없)|(?:안|않고)\s*사고|사지\s*않"
+    r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)",
     Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람",
 }
 _CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
@@ -388,8 +392,8 @@ CUE_FLOOR = 0.15
 
 
 def cued(message: str) -> dict[Constraint, int]:
-    """The places, companies and ease ``message`` says in words, each at where it last says
-    it."""
+    """The places, companies, ease and cost ``message`` says in words, each at where it last
+    says it."""
     found: dict[Constraint, int] = {}
     for constraint, pattern in _CUE.items():
         ends = [m.end() for m in pattern.finditer(message)]
@@ -554,8 +558,8 @@ class FacetReaders:
     def _cued(
         self, message: str, vectors: Sequence[npt.NDArray[np.float32]], said: set[str]
     ) -> set[str]:
-        """``said`` with the place, the company and the ease the message says in words, where
-        the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
+        """``said`` with the place, the company, the ease and the cost the message says in
+        words, where the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
         kind, the one said last, which replaces the vote's others of its kind ("집에만 있으니까
         답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수 있는
         걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
@@ -566,7 +570,7 @@ class FacetReaders:
             if max(share[c.value] for share in shares) >= CUE_FLOOR
         }
         said = set(said)
-        for kind in (PLACES, COMPANY, (Constraint.EASY.value,)):
+        for kind in (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,)):
             of_kind = {c: at for c, at in weighed.items() if c.value in kind}
             if not of_kind:
                 continue

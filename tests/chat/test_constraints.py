@@ -547,12 +547,10 @@ def test_a_message_naming_its_field_is_read_without_it_too(
 def test_a_constraint_beside_a_fields_name_is_read(
     embedder: Embedder, facets: FacetReaders, message: str, constraint: Constraint
 ) -> None:
-    """The field's name drowns the constraint in the whole's embedding (a company is read by
-    its words too, :func:`cued`); read without the name (as the planner does), the constraint
-    is there, and the message is not a plain ask."""
+    """The field's name drowns the constraint in the whole's embedding (where the words do
+    not say it: :func:`cued`); read without the name too (as the planner does), the
+    constraint is there, and the message is not a plain ask."""
     whole = embedder.embed_queries([message])[0]
-    if constraint in (Constraint.EASY, Constraint.FREE):
-        assert constraint not in facets.read(message, whole).constraints
     text = without_field(message)
     assert text is not None
     read = facets.read(message, whole, unnamed=embedder.embed_queries([text])[0])
@@ -608,7 +606,9 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
         ("아이폰 사진 정리", {}),
         ("혼자 잠깐 할 때", {Constraint.ALONE: 2, Constraint.EASY: 5}),
-        ("비용 부담 없는 걸로", {}),  # the cost's burden: "free", read by the vote
+        ("비용 부담 없는 걸로", {Constraint.FREE: 7}),  # the cost's burden, not the effort's
+        ("돈 좀 들어도 괜찮아, 비싸도 되니까", {}),
+        ("장비 없이 혼자", {Constraint.FREE: 4, Constraint.ALONE: 8}),
         ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
     ],
 )
