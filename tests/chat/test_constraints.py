@@ -609,6 +609,7 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("비용 부담 없는 걸로", {Constraint.FREE: 7}),  # the cost's burden, not the effort's
         ("돈 좀 들어도 괜찮아, 비싸도 되니까", {}),
         ("장비 없이 혼자", {Constraint.FREE: 4, Constraint.ALONE: 8}),
+        ("회식이 잦은데", {Constraint.COWORKERS: 2}),
         ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
     ],
 )
