@@ -80,7 +80,7 @@ from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
-from app.domain.categories import Category
+from app.domain.categories import CITY, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
@@ -165,8 +165,17 @@ class Planner:
         )
         query = _Query(_situation_query(chosen, place, work))
         _, pool = await self._fitting(query, chosen, state, more=False)
+        classics: tuple[str, ...] = ()
+        if place == CITY:
+            # No ask of its own, in the place most challenges are written for: the field's
+            # classic first steps that fit the work type come first (elsewhere, what is written
+            # for the place: app/chat/ranking.py LOCAL_BONUS).
+            classics = self._classics.get(chosen, ())
+            pool = await self._with_classics(query, chosen, state, classics, pool)
         # No ask of its own: the first is a challenge to start with (easy, for anyone).
-        ranked = rank(pool, situation=Situation(place, work, given=True), starter=True)
+        ranked = rank(
+            pool, situation=Situation(place, work, given=True), starter=True, classics=classics
+        )
         return self._plan(
             turn,
             PromptInput(category=chosen, candidates=(), location=place, work_type=work),
@@ -547,12 +556,22 @@ class Planner:
         classics = self._classics_for(category, intent, state, plain=plain)
         if not classics:
             return category, pool
-        # The field's classic first steps, wherever the search ranks them (fitting the
-        # situation, not shown yet), before the rest.
+        return category, await self._with_classics(query, category, state, classics, pool)
+
+    async def _with_classics(
+        self,
+        query: _Query,
+        category: Category,
+        state: SessionState,
+        classics: tuple[str, ...],
+        pool: tuple[Hit, ...],
+    ) -> tuple[Hit, ...]:
+        """``pool`` with the field's classic first steps, wherever the search ranks them
+        (fitting the situation, not shown yet), before the rest."""
         only = frozenset(classics)
         scope = Scope(category, state.location, state.work_type, only=only, exclude=state.shown)
         found = await self._search(query, scope, k=len(classics)) or ()
-        return category, (*found, *(hit for hit in pool if hit.document.id not in classics))
+        return (*found, *(hit for hit in pool if hit.document.id not in classics))
 
     def _classics_for(
         self, category: Category, intent: Intent, state: SessionState, *, plain: bool

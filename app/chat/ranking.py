@@ -12,8 +12,9 @@
          its own, as base-info: the first is one to start with)
       -> what the message leaves aside ("텀블러 말고 또 뭐 있어?"): challenges whose titles
          say it come last
-      -> a field asked for with nothing in it ("비건 챌린지 추천해줘"): its classic first
-         steps first, in their order (the catalogue's ``starter`` rank)
+      -> a field asked for with nothing in it ("비건 챌린지 추천해줘"), or base-info in the
+         city: its classic first steps first, in their order (the catalogue's ``starter``
+         rank)
       -> the order
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
@@ -27,6 +28,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.chat.constraints import Constraint, satisfies
+from app.domain.categories import CITY
 from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
@@ -42,7 +44,6 @@ TOLD_BONUS = 2.5
 #: worker's first is "어촌계 바다 청소의 날", not "주운 쓰레기도 분리해서 버리기" (the fit
 #: bench's dev splits: base-info's first fits 12 → 14 of 20, the test split unchanged).
 LOCAL_BONUS = 2.0
-_CITY = "도시"
 #: How many places an easy challenge rises and a hard one falls: a little on every turn, more
 #: on a turn with no ask of its own (base-info: the first is one to start with).
 EASE_WEIGHT = 1.0
@@ -83,8 +84,8 @@ def rank(
     document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`);
     ``aside``: words of what the message leaves aside (:func:`app.chat.constraints.left_words`):
     a challenge whose title says one comes after every other; ``classics``: the turn names a
-    field and nothing in it, so the field's classic first steps (document ids, in their
-    order: :func:`app.rag.corpus.classics_of`) come first."""
+    field and nothing in it (or is base-info in the city), so the field's classic first steps
+    (document ids, in their order: :func:`app.rag.corpus.classics_of`) come first."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): float(position) for position, hit in enumerate(hits)}
@@ -143,7 +144,7 @@ def _local(situation: Situation, document: Document) -> bool:
     """Whether the challenge is written for the user's place and not for the city too, the
     user's place not being the city."""
     place = situation.location
-    return bool(place) and place != _CITY and _CITY not in document.locations
+    return bool(place) and place != CITY and CITY not in document.locations
 
 
 def _persona_known(situation: Situation, document: Document) -> bool:

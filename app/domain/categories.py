@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import unicodedata
 
-__all__ = ["LOCATIONS", "WORK_TYPES", "Category", "normalize_choice", "parse_category"]
+__all__ = ["CITY", "LOCATIONS", "WORK_TYPES", "Category", "normalize_choice", "parse_category"]
 
 
 class Category(enum.Enum):
@@ -31,7 +31,9 @@ class Category(enum.Enum):
         return self.value
 
 
-LOCATIONS: frozenset[str] = frozenset({"도시", "바닷가", "산", "농촌"})
+#: The place most challenges are written for (and, with others, tagged for).
+CITY = "도시"
+LOCATIONS: frozenset[str] = frozenset({CITY, "바닷가", "산", "농촌"})
 WORK_TYPES: frozenset[str] = frozenset({"사무직", "현장직", "영업직", "재택근무"})
 
 

@@ -596,3 +596,45 @@ async def test_what_a_message_wants_beside_what_it_leaves_is_embedded_once(
         events = [e async for e in service.free_text(_free_text(message), _Open())]
     assert isinstance(events[-1], Done)
     assert retriever.embedded.count("다른 분야로") == 1
+
+
+class _FindsByWordsSituated(_Situated):
+    """As :class:`_FindsByWords`, within the scope's situation: a search of the situation
+    finds the challenges that say "비건" most, unless it names the ids it wants."""
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        k: int,
+        scope: Scope = ANYWHERE,
+        vector: np.ndarray | None = None,
+        lexical: bool = False,
+    ) -> list[Hit]:
+        found = await super().retrieve(query, k=k, scope=scope)
+        return found if scope.only else [h for h in found if "비건" in h.document.title]
+
+
+@pytest.mark.parametrize(("place", "lead"), [("도시", "vg-1"), ("산", "vg-x")])
+async def test_base_info_in_the_city_begins_with_the_fields_classic_first_steps(
+    scripted: ScriptedUpstreamThread, place: str, lead: str
+) -> None:
+    """Base-info asks nothing of its own: in the city, the place most challenges are written
+    for, the field's classic first steps that fit the work type come first, wherever the
+    search ranks them (a classic written for another work type is not one of them);
+    elsewhere, what the search finds for the place."""
+    catalogue = _FindsByWordsSituated(
+        _vegan("vg-x", "라면은 비건 제품으로", where=(place, "사무직")),
+        _vegan("vg-2", "식물성 우유로 바꾸기", where=("도시", "현장직"), starter=2),
+        _vegan("vg-1", "주 1회 채식하기", where=(place, "사무직"), starter=1),
+    )
+    classics = {Category.VEGAN: ("vg-2", "vg-1")}
+    planner, _ = await _after(
+        scripted, Turn("두유", "{}", Category.VEGAN, ()), catalogue, _reads_nothing(), classics
+    )
+    plan = await planner.base_info(
+        BaseInfoTurn("fresh", None, time.monotonic(), place, "사무직", Category.VEGAN)
+    )
+    assert plan.lead is not None and plan.lead.document.id == lead
+    shown = [plan.lead.document.id, *(hit.document.id for hit in plan.candidates)]
+    assert "vg-2" not in shown  # fits the city, not the office: never shown there
