@@ -47,6 +47,7 @@ __all__ = [
     "asks_worth",
     "find_answer",
     "instruction",
+    "named_in",
     "reason",
     "sentences_of",
     "what_it_is",
@@ -111,6 +112,25 @@ def what_it_is(subject: str, hits: Sequence[Hit]) -> Found | None:
         if sentences and said and said in hit.document.title.replace(" ", ""):
             return Found(hit, sentences[0])
     return None
+
+
+#: How much of a title's words a message must say to name that challenge ("자전거로
+#: 출퇴근하면 진짜 탄소가 줄어?" says 6 of the 7 bigrams of "자전거로 출퇴근하기", 5 of the 10
+#: of "언덕길 출퇴근은 전기자전거로").
+NAMES_TITLE = 0.6
+
+
+def named_in(message: str, hits: Sequence[Hit]) -> Hit | None:
+    """The challenge among ``hits`` whose title ``message`` says most of (at least
+    :data:`NAMES_TITLE` of its words), or None."""
+    said = set(terms(message))
+    best: tuple[float, Hit] | None = None
+    for hit in hits:
+        title = set(terms(hit.document.title))
+        share = len(title & said) / len(title) if title else 0.0
+        if share >= NAMES_TITLE and (best is None or share > best[0]):
+            best = (share, hit)
+    return best[1] if best else None
 
 
 def asks_how(message: str) -> bool:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from opentelemetry import trace
 
 from app.chat.answers import (
+    LOOK_IN,
     Found,
     SentenceBank,
     asks_how,
@@ -42,6 +43,7 @@ from app.chat.answers import (
     asks_worth,
     find_answer,
     instruction,
+    named_in,
     reason,
     sentences_of,
     what_it_is,
@@ -327,8 +329,10 @@ class Planner:
             found = what_it_is(subject, (*ranked.hits, *shown)) or found
         if (found is None or not found.sure) and ranked.hits and asks_worth(message):
             # "메일 지우는 게 진짜 효과가 있어?", "이거 하면 진짜 효과 있어?": why the first
-            # challenge helps, as it says (the answer itself when the question points at it).
-            found = reason(ranked.hits[0], sure=among) or found
+            # challenge helps, as it says; or why the one whose title the question says does
+            # (the answer itself when the question points at it, or names it).
+            named = named_in(message, ranked.hits[:LOOK_IN])
+            found = reason(named or ranked.hits[0], sure=among or named is not None) or found
             if among:  # whether this one helps was asked, not whether it meets the critiques
                 ranked = replace(ranked, unmet=False)
         if found is not None:

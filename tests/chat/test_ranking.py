@@ -297,3 +297,13 @@ def test_asked_what_one_is_the_answer_is_what_its_text_says_first() -> None:
     assert found is not None and found.hit is cool and found.sure
     assert found.sentence == "반팔 셔츠로 일해 보세요."
     assert what_it_is("온맵시", [other, cool]) is None
+
+
+def test_a_question_names_the_challenge_whose_title_it_says_most_of() -> None:
+    from app.chat.answers import named_in
+
+    bike = _hit("b", title="자전거로 출퇴근하기")
+    electric = _hit("e", title="언덕길 출퇴근은 전기자전거로")
+    asked = "자전거로 출퇴근하면 진짜 탄소가 많이 줄어?"
+    assert named_in(asked, [electric, bike]) is bike  # 6 of its 7 words against 5 of 10
+    assert named_in("출퇴근 때 탄소가 줄어?", [electric, bike]) is None  # too little of either
