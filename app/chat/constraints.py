@@ -122,6 +122,7 @@ QUESTION = "question"
 AMONG = "among"
 ANOTHER = "another"
 ABOUT_SHOWN = "about_shown"  # read by its words alone (:data:`_ABOUT_SHOWN`), not a label
+AT_ONE = "at_one"  # read by its words alone (:data:`_POINTS_AT_ONE`), not a label
 MORE = "more"  # read by its words alone (:data:`_MORE`), not a label
 PLAIN = "plain"  # asks for a field and nothing in it ("비건 챌린지 추천해줘")
 _SITUATION = tuple(f"at:{p}" for p in sorted(LOCATIONS)) + tuple(
@@ -156,6 +157,8 @@ class Facets:
     # Points at a challenge shown, or asks how, how long or how much of one ("이거", "두 번째
     # 거", "얼마나 걸려요?"): a message the examples read as about what was shown may be.
     about_shown: bool = False
+    # Points at one challenge shown: a demonstrative or an ordinal ("그거", "2번은", "두 번째 거").
+    at_one: bool = False
     another: bool = False  # asks for another field ("아예 다른 분야로, 집에서 할 수 있는 거")
     # Asks for more by its words ("또 뭐 있어?", "몇 개 더", "다른 것도"), when nothing in it
     # points at what was shown: a message the examples read as about what was shown may be.
@@ -244,6 +247,7 @@ def facets_of(said: set[str]) -> Facets:
         question=QUESTION in said,
         among=AMONG in said,
         about_shown=ABOUT_SHOWN in said,
+        at_one=AT_ONE in said,
         more=MORE in said,
         another=ANOTHER in said,
         plain=PLAIN in said,
@@ -279,10 +283,19 @@ _AMONG = re.compile(
 #: said ("위에", "방금", "아까"); or it asks how, why, how long or how much ("하나 만드는데
 #: 시간 얼마나 걸려요?"). Without any of these, a critique that the examples' vote reads as
 #: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
+#: A numbered one of the list shown ("2번은 아이폰에서도 되나요", "1번 거", "3번째"): a digit
+#: 1-4 and 번, then a particle or 째 ("주 2번 하면" counts times, not a place).
+_NUMBERED = (
+    r"(?:^|[\s,])(?<!주 )(?<!루 )(?<!일에 )(?<!달에 )(?P<number>[1-4])\s*번\s*"
+    r"(?:째|(?:거|것|꺼|챌린지)\s*(?:은|는|이|가|도|을|를|요)?|이요|은|는|이|가|도|을|를|요"
+    r"|(?=[.?!]*$))"
+    r"(?=[\s,.?!]|$)"
+)
 _AT_ONE = (
     r"(?:^|[\s,.!?])(?:이|그|저)(?:거|것|건|걸|게|꺼)"
     r"|(?:첫|두|세|네)\s*(?:번째|째)|(?:마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*"
     r"(?:거|것|꺼|걸|방법|챌린지)"
+    r"|" + _NUMBERED
 )
 _POINTS_AT_ONE = re.compile(_AT_ONE)
 _ABOUT_SHOWN = re.compile(
@@ -301,8 +314,10 @@ _ORDINAL_PLACES = {"첫": 0, "두": 1, "세": 2, "네": 3}
 
 
 def ordinal(message: str) -> int | None:
-    """The place in the list shown that ``message`` names ("두 번째 거": 1, "마지막 거": -1),
-    or None."""
+    """The place in the list shown that ``message`` names ("두 번째 거": 1, "2번은": 1, "마지막
+    거": -1), or None."""
+    if numbered := re.search(_NUMBERED, message):
+        return int(numbered.group("number")) - 1
     found = _ORDINAL.search(message)
     if found is None:
         return None
@@ -611,6 +626,8 @@ class FacetReaders:
             said.add(AMONG)
         if _ABOUT_SHOWN.search(message):
             said.add(ABOUT_SHOWN)
+        if _POINTS_AT_ONE.search(message):
+            said.add(AT_ONE)
         if _MORE.search(message):
             said.add(MORE)
         if _SAYS_MORE.search(message):  # "사무실에서 할 수 있는 비건 챌린지": not plain

@@ -42,6 +42,10 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
         return Intent(IntentKind.AMONG)
     if facets.another and state.turns and kind in _MAY_BE_AMONG:
         return Intent(IntentKind.ANOTHER)
+    if facets.question and facets.at_one and state.last_shown and kind is IntentKind.ASK:
+        # A question about one of them ("2번은 아이폰에서도 되나요", "그거 하면 가스비 얼마나
+        # 줄어요?"): about the one it points at.
+        return Intent(IntentKind.AMONG)
     if kind is IntentKind.AMONG and not _about_shown(facets):
         # Read as about what was shown, but nothing in it points there: asking for more in
         # words ("여름에 전기 아끼는 방법 또 뭐 있어?") asks for new ones, and so does a

@@ -175,6 +175,18 @@ def test_a_critique_read_as_about_what_was_shown_but_pointing_at_nothing_asks_fo
     assert with_facets(among, replace(more, about_shown=True), shown).kind is IntentKind.AMONG
 
 
+def test_a_question_pointing_at_one_shown_is_about_it() -> None:
+    from app.chat.follow_up import with_facets
+    from app.chat.intent import Intent
+
+    ask = Intent(IntentKind.ASK)
+    pointed = Facets(question=True, at_one=True)  # "2번은 아이폰에서도 되나요"
+    assert with_facets(ask, pointed, _state()).kind is IntentKind.AMONG
+    assert with_facets(ask, pointed, SessionState("s")).kind is IntentKind.ASK  # nothing shown
+    assert with_facets(ask, Facets(question=True), _state()).kind is IntentKind.ASK
+    assert with_facets(ask, Facets(at_one=True), _state()).kind is IntentKind.ASK  # "그거 말고"
+
+
 def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() -> None:
     from app.chat.follow_up import what_it_wants
     from app.chat.intent import Intent
@@ -479,6 +491,12 @@ def test_free_is_read_only_where_money_is_said(
         ("맨 처음 방법부터 차근차근 알려줘", 0),
         ("세 개 중에 쉬운 거", None),  # a count, not a place
         ("두부 요리 알려줘", None),
+        ("2번은 아이폰에서도 되나요", 1),
+        ("1번 거 어떻게 해?", 0),
+        ("그 중에 3번", 2),
+        ("주 2번 하면 돼?", None),  # how often, not which
+        ("한 달에 2번은 해야 해?", None),
+        ("2번 해봤어", None),
     ],
 )
 def test_an_ordinal_names_a_place_in_the_list_shown(message: str, place: int | None) -> None:
