@@ -182,11 +182,15 @@ def wanting(whole: Facets, wanted: Facets) -> Facets:
     말고 바깥에서", "집은 그렇고, 출퇴근길에"): where and with whom come from what it wants
     (``wanted``: the words after what it leaves, :func:`leaving_aside`), not from what it
     leaves, which is not kept from earlier turns either (``left_aside``: what the whole read
-    there and the rest did not); ease, cost and the rest from the whole."""
+    there and the rest did not); another field from either; ease, cost and the rest from the
+    whole."""
     kept = whole.constraints - _WHERE_AND_WITH_WHOM
     asked = wanted.constraints & _WHERE_AND_WITH_WHOM
     left = (whole.constraints & _WHERE_AND_WITH_WHOM) - asked
-    return replace(whole, constraints=kept | asked, left_aside=left)
+    # "먹는 얘기는 이제 됐고 전혀 다른 주제로 가보자": another field, which the part left
+    # aside drowned in the whole.
+    another = whole.another or wanted.another
+    return replace(whole, constraints=kept | asked, left_aside=left, another=another)
 
 
 class FacetReader:

@@ -33,14 +33,16 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     """The intent, read again with the facets: a choice among the challenges just shown ("그
     중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
     분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
-    it (more, or an ordinary question), and a critique read as about what was shown that
-    points at nothing shown asks for new ones. A choice among what was just shown is never refused
+    it (more, an ordinary question, or "among" with no pointer there: "먹는 얘기는 이제 됐고
+    전혀 다른 주제로 가보자"); a question pointing at one of those shown is about it; and a
+    critique read as about what was shown that points at nothing shown asks for new ones. A choice among what was just shown is never refused
     as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
     message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
     kind = intent.kind
     if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
         return Intent(IntentKind.AMONG)
-    if facets.another and state.turns and kind in _MAY_BE_AMONG:
+    unpointed = kind is IntentKind.AMONG and not facets.among
+    if facets.another and state.turns and (kind in _MAY_BE_AMONG or unpointed):
         return Intent(IntentKind.ANOTHER)
     if facets.question and facets.at_one and state.last_shown and kind is IntentKind.ASK:
         # A question about one of them ("2번은 아이폰에서도 되나요", "그거 하면 가스비 얼마나

@@ -420,6 +420,19 @@ def test_ease_and_cost_are_kept_from_the_whole_message() -> None:
     assert read.constraints == {Constraint.FREE, Constraint.HOME}
     assert read.question
     assert read.left_aside == {Constraint.WORK}
+    # "먹는 얘기는 이제 됐고 전혀 다른 주제로 가보자": another field, said in what it wants.
+    assert not read.another and wanting(whole, Facets(another=True)).another
+
+
+def test_another_field_asked_after_what_is_left_is_another_whatever_the_vote() -> None:
+    from app.chat.follow_up import with_facets
+    from app.chat.intent import Intent
+
+    asked = Facets(another=True)
+    for kind in (IntentKind.AMONG, IntentKind.MORE, IntentKind.ASK):
+        assert with_facets(Intent(kind), asked, _state()).kind is IntentKind.ANOTHER
+    pointed = Facets(another=True, among=True)  # "그 중에 …": a choice among them first
+    assert with_facets(Intent(IntentKind.AMONG), pointed, _state()).kind is IntentKind.AMONG
 
 
 def test_a_place_left_aside_is_not_kept_from_before() -> None:
