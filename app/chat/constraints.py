@@ -282,11 +282,6 @@ _AMONG = re.compile(
 )
 
 
-#: A message about one challenge already shown points at it: a demonstrative ("이거", "그건",
-#: "저것"), an ordinal ("두 번째 거", "마지막 꺼", "맨 처음 방법"), a reference to what was
-#: said ("위에", "방금", "아까"); or it asks how, why, how long or how much ("하나 만드는데
-#: 시간 얼마나 걸려요?"). Without any of these, a critique that the examples' vote reads as
-#: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
 #: A numbered one of the list shown ("2번은 아이폰에서도 되나요", "1번 거", "3번째"): a digit
 #: 1-4 and 번, then a particle or 째 ("주 2번 하면" counts times, not a place).
 _NUMBERED = (
@@ -295,6 +290,13 @@ _NUMBERED = (
     r"|(?=[.?!]*$))"
     r"(?=[\s,.?!]|$)"
 )
+
+
+#: A message about one challenge already shown points at it: a demonstrative ("이거", "그건",
+#: "저것"), an ordinal ("두 번째 거", "마지막 꺼", "맨 처음 방법"), a reference to what was
+#: said ("위에", "방금", "아까"); or it asks how, why, how long or how much ("하나 만드는데
+#: 시간 얼마나 걸려요?"). Without any of these, a critique that the examples' vote reads as
+#: about what was shown ("회사 사람들이랑 같이 할 만한 건 없을까?") asks for new ones.
 _AT_ONE = (
     r"(?:^|[\s,.!?])(?:이|그|저)(?:거|것|건|걸|게|꺼)"
     r"|(?:첫|두|세|네)\s*(?:번째|째)|(?:마지막|맨\s*(?:처음|앞|뒤|끝|마지막))\s*"
@@ -302,6 +304,7 @@ _AT_ONE = (
     r"|" + _NUMBERED
 )
 _POINTS_AT_ONE = re.compile(_AT_ONE)
+_NUMBERED_ONE = re.compile(_NUMBERED)
 _ABOUT_SHOWN = re.compile(
     _AT_ONE + r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇(?!\s*(?:개|가지))|언제|어디|무슨|어느"
 )
@@ -320,7 +323,7 @@ _ORDINAL_PLACES = {"첫": 0, "두": 1, "세": 2, "네": 3}
 def ordinal(message: str) -> int | None:
     """The place in the list shown that ``message`` names ("두 번째 거": 1, "2번은": 1, "마지막
     거": -1), or None."""
-    if numbered := re.search(_NUMBERED, message):
+    if numbered := _NUMBERED_ONE.search(message):
         return int(numbered.group("number")) - 1
     found = _ORDINAL.search(message)
     if found is None:
@@ -395,12 +398,13 @@ _CUES = {
     Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
     r"|외근|비행기|기차",
     Constraint.ALONE: r"혼자|나만(?!의)|자취",
-    Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|아들|(?<![가-힣])딸(?!기)|남편|아내|와이프|부모님|식구"
-    r"|엄마|아빠",
+    Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|아들|(?<![가-힣])딸(?!기)|남편|아내"
+    r"|와이프|부모님|식구|엄마|아빠",
     Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원",
-    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방|잠깐(?!만)"
-    r"|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운|귀찮(?!아도|더라도|지만)"
-    r"|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)|당장",
+    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방"
+    r"|잠깐(?!만)|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운"
+    r"|귀찮(?!아도|더라도|지만)|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)"
+    r"|당장",
     Constraint.FREE: r"돈\s*(?:이\s*)?(?:안|없이|들지|들이지|한\s*푼)|큰돈\s*(?:안|없이)|공짜|무료"
     r"|지갑\s*(?:안|을\s*안)|비용\s*(?:없|안|부담\s*없)|(?:안|않고)\s*사고|사지\s*않"
     r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)",
@@ -578,10 +582,10 @@ class FacetReaders:
         self, message: str, vectors: Sequence[npt.NDArray[np.float32]], said: set[str]
     ) -> set[str]:
         """``said`` with the place, the company, the ease and the cost the message says in
-        words, where the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a clause). Of several of a
-        kind, the one said last, which replaces the vote's others of its kind ("집에만 있으니까
-        답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수 있는
-        걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
+        words, where the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a
+        clause). Of several of a kind, the one said last, which replaces the vote's others of
+        its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑";
+        "현장에서 챙길 수 있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
         shares = [self.dense.shares(v) for v in vectors]
         weighed = {
             c: at

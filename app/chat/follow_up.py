@@ -35,9 +35,10 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
     it (more, an ordinary question, or "among" with no pointer there: "먹는 얘기는 이제 됐고
     전혀 다른 주제로 가보자"); a question pointing at one of those shown is about it; and a
-    critique read as about what was shown that points at nothing shown asks for new ones. A choice among what was just shown is never refused
-    as off-topic ("그 중에 오늘 회의부터 써먹을 수 있는 건?"); a constraint alone does not make a
-    message on-topic ("오늘 주식 뭐 살까" reads as one about money)."""
+    critique read as about what was shown that points at nothing shown asks for new ones. A
+    choice among what was just shown is never refused as off-topic ("그 중에 오늘 회의부터
+    써먹을 수 있는 건?"); a constraint alone does not make a message on-topic ("오늘 주식 뭐
+    살까" reads as one about money)."""
     kind = intent.kind
     if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
         return Intent(IntentKind.AMONG)

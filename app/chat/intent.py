@@ -64,6 +64,7 @@ __all__ = [
     "IntentKind",
     "Label",
     "catalogue_evidence",
+    "field_alone",
     "fused_evidence",
     "left_category",
     "named_category",
@@ -200,14 +201,19 @@ def named_category(message: str) -> Category | None:
 def left_category(message: str) -> Category | None:
     """The category a message leaves aside by its name alone ("플로깅 말고 다른 거 추천해줘",
     "비건 얘기는 됐고"), None otherwise: "러닝 플로깅 말고" leaves one challenge, not the field."""
-    left = left_aside(message)
-    category = _named(left)
+    return field_alone(left_aside(message))
+
+
+def field_alone(text: str) -> Category | None:
+    """The category ``text`` names with nothing else but words about a field ("비건 챌린지",
+    "플로깅 쪽"), None otherwise ("러닝 플로깅", "비건 도시락": one challenge, not the field)."""
+    category = _named(text)
     if category is None:
         return None
     for pattern, named in _NAMES:
         if named is category:
-            left = pattern.sub(" ", left.replace("_", ""))
-    return None if _HANGUL_SYLLABLE.search(_FIELD_WORDS.sub(" ", left)) else category
+            text = pattern.sub(" ", text.replace("_", ""))
+    return None if _HANGUL_SYLLABLE.search(_FIELD_WORDS.sub(" ", text)) else category
 
 
 def _named(text: str) -> Category | None:

@@ -74,6 +74,7 @@ from app.chat.intent import (
     IntentClassifiers,
     IntentKind,
     catalogue_evidence,
+    field_alone,
     fused_evidence,
     named_category,
 )
@@ -323,7 +324,7 @@ class Planner:
             found = instruction(ranked.hits[0])
             ranked = replace(ranked, unmet=False)
         subject = asks_what(message)
-        if (found is None or not found.sure) and subject and named_category(subject) is None:
+        if (found is None or not found.sure) and subject and field_alone(subject) is None:
             # "쿨맵시가 정확히 어떤 거야?": what the challenge its title names asks, as its text
             # says it first (a field's name is no challenge's: "제로웨이스트가 뭐예요?").
             found = what_it_is(subject, (*ranked.hits, *shown)) or found
@@ -415,8 +416,9 @@ class Planner:
             if query.vector is not None and (text := without_field(message)):
                 unnamed = await self._embedding_if_free(text)
             facets = self._facets.read(message, query.vector, parts, unnamed)
-            if asks_what(message):  # "쿨맵시가 뭐야?": a question, whatever the vote
-                facets = replace(facets, question=True)
+            if asks_what(message):
+                # "쿨맵시가 뭐야?": a question and no critique, whatever the vote read
+                facets = replace(facets, question=True, constraints=frozenset())
             if wants is not None:
                 # Its own clauses are read for it too ("디지털 얘긴 됐고, 이번엔 먹는 거 쪽으로.
                 # 현장에서 챙길 수 있는 걸로": the place is the last clause's).

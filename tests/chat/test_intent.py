@@ -519,3 +519,12 @@ def test_a_malformed_example_names_its_line(tmp_path: Path) -> None:
     path.write_text('{"text": "x", "label": "topic", "category": null}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"bad\.jsonl:1"):
         load_examples(path)
+
+
+def test_a_field_named_alone_is_told_from_a_challenge_that_says_its_name() -> None:
+    from app.chat.intent import field_alone
+
+    assert field_alone("제로웨이스트") is Category.ZERO_WASTE
+    assert field_alone("비건 챌린지") is Category.VEGAN
+    assert field_alone("비건 도시락") is None and field_alone("러닝 플로깅") is None
+    assert field_alone("쿨맵시") is None
