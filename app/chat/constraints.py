@@ -578,19 +578,17 @@ class FacetReaders:
         self._lexical_vector = lexical_vector
         self._questions = questions
 
-    def _cued(
-        self, message: str, vectors: Sequence[npt.NDArray[np.float32]], said: set[str]
-    ) -> set[str]:
+    @staticmethod
+    def _cued(message: str, votes: Sequence[dict[str, float]], said: set[str]) -> set[str]:
         """``said`` with the place, the company, the ease and the cost the message says in
-        words, where the vote gives them some weight (:data:`CUE_FLOOR`, on the whole or a
-        clause). Of several of a kind, the one said last, which replaces the vote's others of
+        words, where the vote gives them some weight (:data:`CUE_FLOOR` in one of ``votes``:
+        the whole's or a clause's). Of several of a kind, the one said last, which replaces the vote's others of
         its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑";
         "현장에서 챙길 수 있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
-        shares = [self.dense.shares(v) for v in vectors]
         weighed = {
             c: at
             for c, at in cued(message).items()
-            if max(share[c.value] for share in shares) >= CUE_FLOOR
+            if max(vote[c.value] for vote in votes) >= CUE_FLOOR
         }
         said = set(said)
         for kind in (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,)):
@@ -610,7 +608,9 @@ class FacetReaders:
         """``parts``: the embeddings of the message's :func:`clauses`, when it has them;
         ``unnamed``: the embedding of the message without its field's name
         (:func:`without_field`), when it names one."""
-        said = self.lexical.said(self._lexical_vector(message)) - {AMONG}
+        lexical = self._lexical_vector(message)
+        said = self.lexical.said(lexical) - {AMONG}
+        votes = [self.lexical.shares(lexical)]  # a burst's: the words' own vote
         if vector is not None:
             # "another" points at the conversation in a few words ("다른 분야로"): the words
             # decide it; the embedding, the rest.
@@ -628,8 +628,9 @@ class FacetReaders:
                 if said & set(kind):
                     told -= set(kind)
             said |= told
-            if QUESTION not in said:  # a question's words name its subject, not a place
-                said = self._cued(message, [vector, *parts], said)
+            votes = [self.dense.shares(v) for v in (vector, *parts)]
+        if QUESTION not in said:  # a question's words name its subject, not a place
+            said = self._cued(message, votes, said)
         if points_among(message):
             said.add(AMONG)
         if _ABOUT_SHOWN.search(message):

@@ -648,3 +648,16 @@ def test_places_and_companies_are_found_in_their_words_and_not_in_look_alikes(
     message: str, said: dict[Constraint, int]
 ) -> None:
     assert cued(message) == said
+
+
+@pytest.mark.parametrize(
+    ("message", "constraint"),
+    [
+        ("현장에서 챙길 수 있는 걸로", Constraint.WORK),
+        ("지갑 안 열고 할 수 있는 거", Constraint.FREE),
+    ],
+)
+def test_in_a_burst_a_constraint_said_in_words_is_read_by_the_words_vote_too(
+    facets: FacetReaders, message: str, constraint: Constraint
+) -> None:
+    assert constraint in facets.read(message, None).constraints
