@@ -582,9 +582,10 @@ class FacetReaders:
     def _cued(message: str, votes: Sequence[dict[str, float]], said: set[str]) -> set[str]:
         """``said`` with the place, the company, the ease and the cost the message says in
         words, where the vote gives them some weight (:data:`CUE_FLOOR` in one of ``votes``:
-        the whole's or a clause's). Of several of a kind, the one said last, which replaces the vote's others of
-        its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑";
-        "현장에서 챙길 수 있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
+        the whole's or a clause's). Of several of a kind, the one said last, which replaces
+        the vote's others of its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이
+        없더라. 마을 분들이랑"; "현장에서 챙길 수 있는 걸로", which the vote read as "출장
+        가서도 할 수 있는 거")."""
         weighed = {
             c: at
             for c, at in cued(message).items()
