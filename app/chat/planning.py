@@ -223,6 +223,7 @@ class Planner:
             facets.among and not facets.constraints and not points_at_one(turn.message)
         )
         plain = _plain(facets, intent, constraints, told)
+        at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
             intent,
@@ -231,7 +232,7 @@ class Planner:
             constraints,
             pointed=pointed,
             by_what_it_says=by_what_it_says,
-            at=ordinal(turn.message),
+            at=at,
             plain=plain,
         )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
@@ -241,6 +242,7 @@ class Planner:
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
+        named = _named_one(pool, pointed, at) if among else None
         situation = situation_of(state, told)
         asked_of = await self._just_shown(query, state) if facets.question and not among else ()
         ranked, found = self._ranked(
@@ -255,6 +257,7 @@ class Planner:
             shown=asked_of,
             starter=plain,
             classics=classics,
+            named=named,
         )
         opening = replace(
             _opening(intent, state, category, among=among, plain=plain),
@@ -294,14 +297,18 @@ class Planner:
         shown: tuple[Hit, ...] = (),
         starter: bool = False,
         classics: tuple[str, ...] = (),
+        named: Hit | None = None,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
-        (a choice among those shown leans on the topic: never fitted)."""
+        (a choice among those shown leans on the topic: never fitted); ``named``: the one of
+        those shown the message names by its place ("3번은 어떻게 해?"), first."""
         if among:  # the one that answers it: no persona or situation reordering among them
             ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
                 ranked = replace(ranked, unmet=False)
+            if named is not None:  # "3번은 어떻게 해?": that one, whatever the ranking says
+                ranked = Ranked((named, *(hit for hit in ranked.hits if hit is not named)))
         else:
             aside = left_words(message)  # "텀블러 말고 또 뭐 있어?": not the tumbler first
             ranked = rank(

@@ -638,3 +638,19 @@ async def test_base_info_in_the_city_begins_with_the_fields_classic_first_steps(
     assert plan.lead is not None and plan.lead.document.id == lead
     shown = [plan.lead.document.id, *(hit.document.id for hit in plan.candidates)]
     assert "vg-2" not in shown  # fits the city, not the office: never shown there
+
+
+async def test_one_named_by_its_place_leads_whatever_the_ranking_would_put_first(
+    scripted: ScriptedUpstreamThread,
+) -> None:
+    """ "3번은 어떻게 해?": the third shown, though an easier one of them would lead a choice
+    among them by ease."""
+    easy, also = _vegan("vg-a", "두유로 바꾸기"), _vegan("vg-b", "콩물 마시기")
+    hard_doc = _vegan("vg-c", "비건 김치 담그기").document
+    hard = Hit(replace(hard_doc, traits=replace(hard_doc.traits, effort="hard")), 0.5)
+    catalogue = _Catalogue(easy, also, hard)
+    shown = Turn("두유", "{}", Category.VEGAN, ("vg-a", "vg-b", "vg-c"))
+    planner, _ = await _after(scripted, shown, catalogue, _asks())
+    plan = await planner.free_text(_free_text("3번은 어떻게 해?"))
+    assert isinstance(plan, TurnPlan) and plan.lead is not None
+    assert plan.lead.document.id == "vg-c"
