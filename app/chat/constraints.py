@@ -372,6 +372,15 @@ _ASKS_OF_IT = re.compile(
 )
 
 
+#: Asking whether there is something ("환경에 도움 되는 거 있을까", "집에서 할 만한 거
+#: 있어?") asks for challenges, not for something to know, unless it asks how, why, how much,
+#: when or where too.
+_ASKS_FOR_ONE = re.compile(
+    r"(?:거|것|게|건|챌린지)\s*(?:뭐\s*)?(?:좀\s*)?(?:있|없)(?:을까|어|나|나요|어요|을까요|니|는지|냐|습니까)"
+)
+_HOW_OR_WHY = re.compile(r"어떻게|어떡|왜|얼마|언제|어디")
+
+
 #: A plain ask names its field and nothing of where, with whom, when, how easy or what it
 #: costs: a message saying one of these is not one, whatever the vote (the plain examples had
 #: outvoted "사무실에서 할 수 있는 비건 챌린지 추천해 줘", read then for no constraint at all).
@@ -645,6 +654,8 @@ class FacetReaders:
         asks_more = MORE in said or PLAIN in said  # "또 뭐 있어?", "비건은 뭐부터 해?"
         if not _ASKING.search(message) or (asks_more and not _ASKS_OF_IT.search(message)):
             said.discard(QUESTION)
+        if _ASKS_FOR_ONE.search(message) and not _HOW_OR_WHY.search(message):
+            said.discard(QUESTION)  # "환경에 도움 되는 거 있을까": asks for challenges
         if not _MONEY.search(message):
             said.discard(Constraint.FREE.value)
         return facets_of(said)

@@ -277,6 +277,20 @@ def test_a_statement_of_a_problem_is_not_read_as_a_question(
 
 
 @pytest.mark.parametrize(
+    ("message", "question"),
+    [
+        ("걷는 거 좋아하는데 환경에 도움 되는 거 있을까", False),  # asks for challenges
+        ("주말에 할 만한 거 없어?", False),
+        ("비행기 대신 기차 타는 게 정말 도움이 돼?", True),
+    ],
+)
+def test_asking_whether_there_is_one_asks_for_challenges_not_to_know(
+    embedder: Embedder, facets: FacetReaders, message: str, question: bool
+) -> None:
+    assert _read(embedder, facets, message).question is question
+
+
+@pytest.mark.parametrize(
     ("message", "parts"),
     [
         ("바닷가 마을에 사는데 아이랑 할 만한 거", ["바닷가 마을에 사는데", "아이랑 할 만한 거"]),
