@@ -339,7 +339,7 @@ class Planner:
             # "메일 지우는 게 진짜 효과가 있어?", "이거 하면 진짜 효과 있어?": why the first
             # challenge helps, as it says; or why the one whose title the question says does
             # (the answer itself when the question points at it, or names it).
-            named = named_in(message, ranked.hits[:LOOK_IN])
+            named = named_in(message, (*ranked.hits[:LOOK_IN], *shown, *pool))
             found = reason(named or ranked.hits[0], sure=among or named is not None) or found
             if among:  # whether this one helps was asked, not whether it meets the critiques
                 ranked = replace(ranked, unmet=False)

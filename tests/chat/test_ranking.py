@@ -305,5 +305,9 @@ def test_a_question_names_the_challenge_whose_title_it_says_most_of() -> None:
     bike = _hit("b", title="자전거로 출퇴근하기")
     electric = _hit("e", title="언덕길 출퇴근은 전기자전거로")
     asked = "자전거로 출퇴근하면 진짜 탄소가 많이 줄어?"
-    assert named_in(asked, [electric, bike]) is bike  # 6 of its 7 words against 5 of 10
+    assert named_in(asked, [electric, bike, bike]) is bike  # 8 letters in a row against 4
     assert named_in("출퇴근 때 탄소가 줄어?", [electric, bike]) is None  # too little of either
+    stream = _hit("s", title="스트리밍 화질 낮추기")
+    assert named_in("화질 낮추면 진짜 효과 있어?", [bike, stream]) is stream
+    food = _hit("f", title="음식물 쓰레기는 물기 빼고 버리기")
+    assert named_in("음식물 처리기 사면 진짜 환경에 도움 되는 거야?", [food]) is None
