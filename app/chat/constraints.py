@@ -236,10 +236,15 @@ class FacetReader:
 
     def said(self, vector: npt.NDArray[np.float32]) -> set[str]:
         """The labels over half the neighbours' vote carry."""
-        return {label for label, share in self.shares(vector).items() if share > 0.5}
+        return over_half(self.shares(vector))
 
     def read(self, vector: npt.NDArray[np.float32]) -> Facets:
         return facets_of(self.said(vector))
+
+
+def over_half(shares: dict[str, float]) -> set[str]:
+    """The labels a vote's ``shares`` (:meth:`FacetReader.shares`) give over half."""
+    return {label for label, share in shares.items() if share > 0.5}
 
 
 def facets_of(said: set[str]) -> Facets:
@@ -618,27 +623,28 @@ class FacetReaders:
         """``parts``: the embeddings of the message's :func:`clauses`, when it has them;
         ``unnamed``: the embedding of the message without its field's name
         (:func:`without_field`), when it names one."""
-        lexical = self._lexical_vector(message)
-        said = self.lexical.said(lexical) - {AMONG}
-        votes = [self.lexical.shares(lexical)]  # a burst's: the words' own vote
+        # Each vote once: what it says, and the weight it gives a constraint said in words
+        # (the words' own in a burst; the whole's and each clause's embedding's otherwise).
+        votes = [self.lexical.shares(self._lexical_vector(message))]
+        said = over_half(votes[0]) - {AMONG}
         if vector is not None:
+            votes = [self.dense.shares(v) for v in (vector, *parts)]
             # "another" points at the conversation in a few words ("다른 분야로"): the words
             # decide it; the embedding, the rest.
-            said = (self.dense.said(vector) - _POINTERS) | (said & _POINTERS)
+            said = (over_half(votes[0]) - _POINTERS) | (said & _POINTERS)
             if self._questions is not None:
                 said = (said - {QUESTION}) | (self._questions.said(vector) & {QUESTION})
             if unnamed is not None:  # "돈 안 드는 비건 챌린지": the field's name drowned "free"
                 said |= self.dense.said(unnamed) & _CONSTRAINTS
             told: set[str] = set()
-            for part in parts:
-                told |= self.dense.said(part) & _TOLD_IN_CLAUSES
+            for part in votes[1:]:
+                told |= over_half(part) & _TOLD_IN_CLAUSES
             for kind in (PLACES, COMPANY):
                 # The whole's place is the one asked for; a clause's is then a reason given
                 # ("집에만 있으니까 답답한데, 밖에 나가서 하는 걸로"): so for company.
                 if said & set(kind):
                     told -= set(kind)
             said |= told
-            votes = [self.dense.shares(v) for v in (vector, *parts)]
         if QUESTION not in said:  # a question's words name its subject, not a place
             said = self._cued(message, votes, said)
         if points_among(message):
