@@ -310,8 +310,11 @@ _AT_ONE = (
 )
 _POINTS_AT_ONE = re.compile(_AT_ONE)
 _NUMBERED_ONE = re.compile(_NUMBERED)
+#: Asking how, why, how much, when or where: the words that make a message ask something of a
+#: challenge, whatever else it asks for.
+_HOW_WHY = r"어떻게|어떡|왜|얼마|언제|어디"
 _ABOUT_SHOWN = re.compile(
-    _AT_ONE + r"|위에|방금|아까|어떻게|어떡|왜|얼마|몇(?!\s*(?:개|가지))|언제|어디|무슨|어느"
+    _AT_ONE + r"|위에|방금|아까|" + _HOW_WHY + r"|몇(?!\s*(?:개|가지))|무슨|어느"
 )
 
 
@@ -373,7 +376,7 @@ _ASKING = re.compile(
 #: unless it says one of these (its answer had opened with "그 질문에 꼭 맞는 답은 …
 #: 없지만"); "플로깅이랑 다른 거야?" asks how two differ.
 _ASKS_OF_IT = re.compile(
-    r"어떻게|어떡|왜|얼마|언제|어디|무슨|어느|효과|도움|의미|차이|뜻|달라|다른\s*(?:거야|건가|건지)"
+    _HOW_WHY + r"|무슨|어느|효과|도움|의미|차이|뜻|달라|다른\s*(?:거야|건가|건지)"
 )
 
 
@@ -383,7 +386,7 @@ _ASKS_OF_IT = re.compile(
 _ASKS_FOR_ONE = re.compile(
     r"(?:거|것|게|건|챌린지)\s*(?:뭐\s*)?(?:좀\s*)?(?:있|없)(?:을까|어|나|나요|어요|을까요|니|는지|냐|습니까)"
 )
-_HOW_OR_WHY = re.compile(r"어떻게|어떡|왜|얼마|언제|어디")
+_HOW_OR_WHY = re.compile(_HOW_WHY)
 
 
 #: A plain ask names its field and nothing of where, with whom, when, how easy or what it

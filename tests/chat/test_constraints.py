@@ -658,7 +658,7 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
     ],
 )
-def test_places_and_companies_are_found_in_their_words_and_not_in_look_alikes(
+def test_constraints_are_found_in_their_words_and_not_in_look_alikes(
     message: str, said: dict[Constraint, int]
 ) -> None:
     assert cued(message) == said

@@ -512,9 +512,9 @@ def _reads_plain() -> FacetReaders:
     return _reads("비건 챌린지", "plain")
 
 
-class _FindsByWords(_Catalogue):
-    """A search finds the challenges whose titles say "비건", unless it names the ids it wants
-    (``Scope.only``)."""
+class _FindsByWords(_Situated):
+    """A search finds the challenges its scope allows whose titles say "비건", unless it names
+    the ids it wants (``Scope.only``)."""
 
     async def retrieve(
         self,
@@ -598,23 +598,6 @@ async def test_what_a_message_wants_beside_what_it_leaves_is_embedded_once(
     assert retriever.embedded.count("다른 분야로") == 1
 
 
-class _FindsByWordsSituated(_Situated):
-    """As :class:`_FindsByWords`, within the scope's situation: a search of the situation
-    finds the challenges that say "비건" most, unless it names the ids it wants."""
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        k: int,
-        scope: Scope = ANYWHERE,
-        vector: np.ndarray | None = None,
-        lexical: bool = False,
-    ) -> list[Hit]:
-        found = await super().retrieve(query, k=k, scope=scope)
-        return found if scope.only else [h for h in found if "비건" in h.document.title]
-
-
 @pytest.mark.parametrize(("place", "lead"), [("도시", "vg-1"), ("산", "vg-x")])
 async def test_base_info_in_the_city_begins_with_the_fields_classic_first_steps(
     scripted: ScriptedUpstreamThread, place: str, lead: str
@@ -623,7 +606,7 @@ async def test_base_info_in_the_city_begins_with_the_fields_classic_first_steps(
     for, the field's classic first steps that fit the work type come first, wherever the
     search ranks them (a classic written for another work type is not one of them);
     elsewhere, what the search finds for the place."""
-    catalogue = _FindsByWordsSituated(
+    catalogue = _FindsByWords(
         _vegan("vg-x", "라면은 비건 제품으로", where=(place, "사무직")),
         _vegan("vg-2", "식물성 우유로 바꾸기", where=("도시", "현장직"), starter=2),
         _vegan("vg-1", "주 1회 채식하기", where=(place, "사무직"), starter=1),
