@@ -57,7 +57,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.chat.constraints import clauses, leaving_aside  # noqa: E402
-from app.chat.follow_up import what_it_wants, with_facets  # noqa: E402
+from app.chat.follow_up import (  # noqa: E402
+    ONLY_CONSTRAINTS_MARGIN,
+    in_its_field,
+    what_it_wants,
+    with_facets,
+)
 from app.chat.intent import (  # noqa: E402
     Evidence,
     Intent,
@@ -291,8 +296,17 @@ def _served(
         intent = knn.decide(turn.message, vector, state, evidence=evidence)
         parts = clauses(turn.message)
         pieces = list(embedder.embed_queries(parts)) if parts else []
-        intent = with_facets(intent, facets.read(turn.message, vector, pieces), state)
+        read = facets.read(turn.message, vector, pieces)
+        intent = with_facets(intent, read, state)
         wanted = leaving_aside(turn.message)
+        # As Planner._says_only_constraints: nearer a constraint's example than any field's.
+        only_constraints = (
+            wanted == turn.message
+            and named_category(turn.message) is None
+            and facets.dense.nearest_constraint(vector) - knn.nearest_topic(vector)
+            >= ONLY_CONSTRAINTS_MARGIN
+        )
+        intent = in_its_field(intent, read, state, says_only_constraints=only_constraints)
         if wanted == turn.message or not state.turns or named_category(turn.message):
             return intent
         wants = embedder.embed_queries([wanted])[0]

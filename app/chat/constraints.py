@@ -215,6 +215,8 @@ class FacetReader:
         self._carries = np.array(
             [[label in e.labels for label in LABELS] for e in examples], dtype=np.float64
         )
+        constraint = [LABELS.index(c.value) for c in Constraint]
+        self._constraint_examples = np.flatnonzero(self._carries[:, constraint].any(axis=1))
         self._k = k
         self._temperature = temperature
         self._floor = floor  # a message no example is this near says nothing
@@ -233,6 +235,12 @@ class FacetReader:
         weights = np.exp((sims[top] - sims[top].max()) / self._temperature)
         shares = weights @ self._carries[top] / weights.sum()
         return {label: float(share) for label, share in zip(LABELS, shares, strict=True)}
+
+    def nearest_constraint(self, vector: npt.NDArray[np.float32]) -> float:
+        """The cosine of the example nearest ``vector`` among those that carry a constraint
+        (an embedding: every example is read)."""
+        sims = vector @ self._columns[:, self._constraint_examples]
+        return float(sims.max()) if sims.size else -1.0
 
     def said(self, vector: npt.NDArray[np.float32]) -> set[str]:
         """The labels over half the neighbours' vote carry."""
@@ -311,8 +319,12 @@ _AT_ONE = (
 _POINTS_AT_ONE = re.compile(_AT_ONE)
 _NUMBERED_ONE = re.compile(_NUMBERED)
 #: Asking how, why, how much, when or where: the words that make a message ask something of a
-#: challenge, whatever else it asks for.
-_HOW_WHY = r"어떻게|어떡|왜|얼마|언제|어디"
+#: challenge, whatever else it asks for. Not their indefinite forms ("언제든", "어디서나",
+#: "어떻게든": any time, anywhere, somehow), nor "어디 놀러 갈 때" (somewhere).
+_HOW_WHY = (
+    r"어떻게(?!든)|어떡|왜|얼마(?!든)|언제(?!든|나)"
+    r"|어디(?!\s*놀러|든|서든|에서든|서나|에서나|나|에나)"
+)
 _ABOUT_SHOWN = re.compile(
     _AT_ONE + r"|위에|방금|아까|" + _HOW_WHY + r"|몇(?!\s*(?:개|가지))|무슨|어느"
 )
@@ -511,18 +523,19 @@ def clauses(message: str) -> list[str]:
     return found[:CLAUSES_READ] if len(found) > 1 else []
 
 
-#: What a user leaves ("종이 얘기는 됐고 아예 다른 분야로", "비건 말고 다른 거", "현장 말고
-#: 집에서", "집은 그렇고 출퇴근길에"): the words up to it name the old subject or place.
+#: What a user leaves ("종이 얘기는 됐고 아예 다른 분야로", "쓰레기 얘기는 이쯤 하고, …",
+#: "비건 말고 다른 거", "현장 말고 집에서", "집은 그렇고 출퇴근길에"): the words up to it name
+#: the old subject or place.
 #: Searched with, they found it again in another field (이면지 after "종이 얘기는 됐고"); read
 #: for a place, they asked for the one left ("현장 말고 집에서" read as work).
 _LEAVING = re.compile(
-    r"^.*?(?:말고|빼고|됐고|됐으니|제외하고|그만하고|[은는]\s*그렇고)(?=[\s,.]|$)"
+    r"^.*?(?:말고|빼고|됐고|됐으니|제외하고|그만\s*하고|이쯤\s*하고|[은는]\s*그렇고)(?=[\s,.]|$)"
 )
 
 
 #: Words about a field or the act of leaving it, not about a challenge ("플로깅 얘기는 말고").
 _FIELD_WORD = re.compile(
-    r"말고|빼고|됐고|됐으니|제외하고|그만하고|그렇고|얘기|이야기|얘긴|분야|챌린지|관련|종류"
+    r"말고|빼고|됐고|됐으니|제외하고|그만하고|그만|이쯤|그렇고|얘기|이야기|얘긴|분야|챌린지|관련|종류"
     r"|카테고리|주제|이런|그런|이거|그거|저거|이건|그건|아니|아냐"
 )
 

@@ -19,8 +19,21 @@ from app.chat.sessions import SessionState
 from app.domain.categories import Category
 from app.rag.corpus import COMPANY, PLACES
 
-__all__ = ["in_force", "situation_of", "told_so_far", "what_it_wants", "with_facets"]
+__all__ = [
+    "ONLY_CONSTRAINTS_MARGIN",
+    "in_force",
+    "in_its_field",
+    "situation_of",
+    "told_so_far",
+    "what_it_wants",
+    "with_facets",
+]
 
+#: How much nearer an example of a constraint than any field's a critique must lie to say
+#: nothing but its constraints (:func:`in_its_field`): "음 다시 출퇴근 얘기로 가자" lies
+#: 0.008 nearer "출장 가서도 …" than its nearest field's, "애들도 같이 할 수 있는 걸로
+#: 부탁해" 0.021 (cosines, the bundled embedder).
+ONLY_CONSTRAINTS_MARGIN = 0.015
 #: What a choice among the challenges just shown may have been read as, on its words alone.
 _MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
 #: What a follow-up that leaves something aside may have been read as, on its whole.
@@ -57,6 +70,28 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
             return Intent(IntentKind.MORE)
         if facets.constraints:
             return Intent(IntentKind.ASK)
+    return intent
+
+
+def in_its_field(
+    intent: Intent, facets: Facets, state: SessionState, *, says_only_constraints: bool
+) -> Intent:
+    """A critique read as another field by its meaning stays in the conversation's field when
+    it says nothing but its constraints (``says_only_constraints``: it names no field, leaves
+    nothing aside, and lies nearer an example of a constraint than any field's by
+    :data:`ONLY_CONSTRAINTS_MARGIN`): "애들도 같이 할 수 있는 걸로
+    부탁해" after plogging, "마을 이웃들하고 같이 해 볼 수 있는 것도 있어?" after zero waste
+    ask for plogging and zero waste that fit them. One that says another field ("이번엔
+    먹는 쪽으로 가 보자. 출장지에서 …", "완전 딴 걸로 …") goes there."""
+    if (
+        intent.kind is IntentKind.SWITCH
+        and says_only_constraints
+        and facets.constraints
+        and not facets.another
+        and state.turns
+        and state.category is not None
+    ):
+        return Intent(IntentKind.ASK)
     return intent
 
 

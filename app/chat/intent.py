@@ -302,6 +302,11 @@ class IntentClassifier:
             votes = votes + CATALOGUE_WEIGHT * evidence
         return _CATEGORIES[int(np.argmax(votes))]
 
+    def nearest_topic(self, vector: npt.NDArray[np.float32]) -> float:
+        """The cosine of the topic example nearest ``vector`` (an embedding)."""
+        sims = vector @ self._topic_columns
+        return float(sims.max()) if sims.size else -1.0
+
     def follow_up_label(self, vector: npt.NDArray[np.float32]) -> Label:
         """Which follow-up the message is, voted among the ask, more and among examples alone:
         a message about the current category may be asking for more of it or about what was

@@ -62,7 +62,9 @@ from app.chat.constraints import (
 )
 from app.chat.fit import FitBank
 from app.chat.follow_up import (
+    ONLY_CONSTRAINTS_MARGIN,
     in_force,
+    in_its_field,
     situation_of,
     told_so_far,
     what_it_wants,
@@ -199,6 +201,14 @@ class Planner:
         wants = await self._wants(turn.message, query)
         facets = await self._read_facets(turn.message, query, wants)
         intent = with_facets(intent, facets, state)
+        intent = in_its_field(
+            intent,
+            facets,
+            state,
+            # (one that leaves something aside moves on: "쓰레기 얘기는 이쯤 하고, …")
+            says_only_constraints=wants is None
+            and self._says_only_constraints(turn.message, query),
+        )
         intent = what_it_wants(
             intent,
             self._wanted(turn.message, wants, state),
@@ -372,6 +382,17 @@ class Planner:
         if wants is None or not state.turns or named_category(message) is not None:
             return None
         return self._intents.decide(wants.text, wants.vector, state)
+
+    def _says_only_constraints(self, message: str, query: _Query) -> bool:
+        """Whether the message names no field and lies nearer an example of a constraint than
+        any field's, by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding; False without one)."""
+        if query.vector is None or named_category(message) is not None:
+            return False
+        vector = query.vector
+        nearer = self._facets.dense.nearest_constraint(vector) - self._intents.dense.nearest_topic(
+            vector
+        )
+        return nearer >= ONLY_CONSTRAINTS_MARGIN
 
     def _best_fit(self, query: _Query | None) -> Category | None:
         """The category of the challenge that fits the query's words best (None without its

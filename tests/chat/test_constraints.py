@@ -206,6 +206,51 @@ def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() ->
     assert what_it_wants(more, elsewhere, shown, best_fit=Category.PLOGGING) == elsewhere
 
 
+def test_a_critique_read_as_another_field_stays_when_it_says_only_its_constraints() -> None:
+    from app.chat.follow_up import in_its_field
+    from app.chat.intent import Intent
+
+    shown = _state()  # in VEGAN
+    elsewhere = Intent(IntentKind.SWITCH, Category.CARBON_FOOTPRINT)
+    family = Facets(constraints=frozenset({Constraint.FAMILY}))  # "애들도 같이 할 수 있는 걸로"
+    stays = in_its_field(elsewhere, family, shown, says_only_constraints=True)
+    assert stays == Intent(IntentKind.ASK)
+    # It says more than its constraints ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"): it goes.
+    assert in_its_field(elsewhere, family, shown, says_only_constraints=False) == elsewhere
+    # No constraint read, "완전 딴 걸로", nothing said yet, or no switch: as read.
+    assert in_its_field(elsewhere, Facets(), shown, says_only_constraints=True) == elsewhere
+    another = replace(family, another=True)
+    assert in_its_field(elsewhere, another, shown, says_only_constraints=True) == elsewhere
+    fresh = SessionState("s")
+    assert in_its_field(elsewhere, family, fresh, says_only_constraints=True) == elsewhere
+    more = Intent(IntentKind.MORE)
+    assert in_its_field(more, family, shown, says_only_constraints=True) == more
+
+
+@pytest.mark.parametrize(
+    ("message", "only"),
+    [
+        ("동네 사람들이랑 같이 할 수 있는 걸로", True),
+        ("우리 아이랑 함께 할 만한 거로 부탁해", True),
+        ("혼자서 조용히 할 수 있는 걸로 알려 줘", True),
+        ("이번엔 전기 아끼는 쪽으로 가 보자", False),
+        ("고기 안 먹는 쪽으로 바꿔 볼래", False),
+    ],
+)
+def test_a_message_saying_only_constraints_lies_nearer_a_constraint_than_any_field(
+    embedder: Embedder,
+    facets: FacetReaders,
+    intents: IntentClassifiers,
+    message: str,
+    only: bool,
+) -> None:
+    from app.chat.follow_up import ONLY_CONSTRAINTS_MARGIN
+
+    vector = embedder.embed_queries([message])[0]
+    nearer = facets.dense.nearest_constraint(vector) - intents.dense.nearest_topic(vector)
+    assert (nearer >= ONLY_CONSTRAINTS_MARGIN) is only
+
+
 @pytest.mark.parametrize(
     ("message", "about"),
     [
@@ -221,6 +266,13 @@ def test_a_follow_up_leaving_its_field_aside_goes_where_the_rest_of_it_says() ->
         ("돈 안 드는 걸로만 보여 줘", False),
         ("첫 번째로 추천한 거 좀 더 쉽게 설명해 줘", True),
         ("비슷한 걸로 몇 개만 더 알려 주세요", False),
+        # Indefinite: any time, anywhere, somewhere, somehow.
+        ("언제든 할 수 있는 걸로 알려 줘", False),
+        ("어디서나 할 수 있는 거 있어?", False),
+        ("주말에 식구들 데리고 어디 놀러 갈 때 해 볼 만한 건 없어?", False),
+        ("어떻게든 돈 안 들이고 해 보고 싶어", False),
+        ("그거 어디서 사요?", True),
+        ("언제 하는 게 제일 좋아?", True),
     ],
 )
 def test_what_points_at_a_challenge_shown_is_read_by_its_words(
@@ -334,6 +386,8 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
         ("비건 말고 다른 거", "다른 거"),
         ("플라스틱 빼고 딴 분야에서 골라줘", "딴 분야에서 골라줘"),
         ("집은 그렇고, 출퇴근길에 할 만한 건?", "출퇴근길에 할 만한 건?"),
+        ("에너지 얘기는 이쯤 하고 다른 데서 골라 줘", "다른 데서 골라 줘"),
+        ("플로깅은 그만 하고, 먹는 쪽으로", "먹는 쪽으로"),
         # Nothing left aside, or nothing else said: the whole message.
         ("아예 다른 분야로 가 보자", "아예 다른 분야로 가 보자"),
         ("비건 말고", "비건 말고"),
