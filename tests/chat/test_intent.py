@@ -130,6 +130,24 @@ def test_no_on_topic_turn_of_the_test_split_is_refused(
     assert len(refused) <= MAX_ON_TOPIC_REFUSED, refused
 
 
+# Off-topic asks that use the field's words (a phone number, a job opening: looked up, not
+# done) are refused on a fresh session; the same words asking to do something are not.
+# Phrasings that are not in the example bank.
+LOOKUPS = ["분리수거 민원 넣을 구청 전화번호 알려줘", "친환경 에너지 기업 공채 언제 떠?"]
+DOINGS = ["전기요금이 많이 나와서 줄이고 싶어", "텀블러 세척 어떻게 해?"]
+
+
+@pytest.mark.parametrize(
+    ("message", "refused"), [(m, True) for m in LOOKUPS] + [(m, False) for m in DOINGS]
+)
+def test_a_lookup_in_the_fields_words_is_off_topic_and_doing_it_is_not(
+    embedder: Embedder, classifier: IntentClassifier, message: str, refused: bool
+) -> None:
+    vector = embedder.embed_queries([message])[0]
+    kind = classifier.decide(message, vector, SessionState("fresh")).kind
+    assert (kind is IntentKind.OFF_TOPIC) is refused, kind
+
+
 # The SPEC's own phrasings ("Conversation"), read by both the embedding and the words.
 SPEC_PHRASES = [
     ("다른 챌린지도 있어?", IntentKind.MORE),
