@@ -371,6 +371,17 @@ _MORE = re.compile(
 )
 
 
+#: Asking for another field, in words: another field, category or topic ("딴 분야 없어?",
+#: "다른카테고리", "새로운 분야로 넘어가죠"), or changing it ("분야 바꿔서"). The vote of the
+#: words misses those it has no example of; "다른 종류로" may mean more of the same field.
+_ANOTHER = re.compile(
+    r"(?:다른|딴|새로운|새)\s*(?:분야|카테고리|주제)"
+    r"|(?:분야|카테고리|주제)\s*(?:를|을)?\s*(?:바꿔|바꾸|바꿀|변경|전환)"
+    r"|(?:another|other|different)\s+(?:category|field|topic)",
+    re.IGNORECASE,
+)
+
+
 #: A question has the form of one: a question mark, or an interrogative word or ending. The
 #: vote alone reads some statements of a problem as questions ("회사에서 종이컵을 너무 많이
 #: 써": 0.65 of it), and their answer then opens with what the catalogue does not say about a
@@ -671,6 +682,8 @@ class FacetReaders:
             said.add(AT_ONE)
         if _MORE.search(message):
             said.add(MORE)
+        if _ANOTHER.search(message):
+            said.add(ANOTHER)
         if _SAYS_MORE.search(message):  # "사무실에서 할 수 있는 비건 챌린지": not plain
             said.discard(PLAIN)
         asks_more = MORE in said or PLAIN in said  # "또 뭐 있어?", "비건은 뭐부터 해?"

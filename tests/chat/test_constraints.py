@@ -526,6 +526,23 @@ def test_a_clause_giving_a_reason_does_not_add_a_second_place(
 
 
 @pytest.mark.parametrize(
+    ("message", "another"),
+    [
+        ("딴 분야 없어?", True),
+        ("분야 바꿔서 추천해줘", True),
+        ("새로운 분야로 넘어가죠", True),
+        ("another category 보여줘", True),
+        ("이 주제 좀 더 알려줘", False),
+        ("다른 것도 있어?", False),  # more of the same field
+    ],
+)
+def test_asking_for_another_field_is_read_by_its_words(
+    embedder: Embedder, facets: FacetReaders, message: str, another: bool
+) -> None:
+    assert _read(embedder, facets, message).another is another
+
+
+@pytest.mark.parametrize(
     ("message", "more"),
     [
         ("여름에 전기 아끼는 방법 또 뭐 있어?", True),
