@@ -657,7 +657,8 @@ class Planner:
         """The best candidates for the session's situation, searched scope after scope
         (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
         first that holds any). A scope without a category (``more``, when the category has no
-        fitting challenge left) moves the answer to its best hit's category."""
+        new challenge fitting the situation left, whatever the constraints) moves the answer to
+        its best hit's category."""
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
         first: tuple[Category, tuple[Hit, ...]] | None = None
@@ -669,6 +670,11 @@ class Planner:
                 # "More" shows nothing again while anything new is left: the nearest new one
                 # (and the answer says none fits) rather than one shown before that fits.
                 break
+            if first is not None and scope.category is None:
+                # Nor does it leave the field while the field has new ones: "집 안에서 할 수
+                # 있는 걸로" after a family's culture picks is answered in culture, with the
+                # nearest and the answer saying none fits, not with a heating tip that does.
+                continue
             if first is not None and situated and not (scope.location and scope.work_type):
                 # Every challenge fits base-info's location and work type (SPEC): a scope
                 # that relaxes them is for a situation that holds nothing at all, not for a
