@@ -154,6 +154,25 @@ def test_a_lookup_in_the_fields_words_is_off_topic_and_doing_it_is_not(
     assert (kind is IntentKind.OFF_TOPIC) is refused, kind
 
 
+FIRST_TURNS = ROOT / "bench" / "data" / "intent" / "on_topic_first_turns.txt"
+
+
+def test_no_on_topic_first_turn_in_risky_words_is_refused(embedder: Embedder) -> None:
+    """A bill's shock, a heatwave's worry, a phone that is full: answered with challenges, on
+    the embedding; on the words alone (a burst) a refusal is confirmed on the embedding."""
+    messages = [line for line in FIRST_TURNS.read_text(encoding="utf-8").splitlines() if line]
+    assert len(messages) >= 100
+    intents = build_intents(embedder)
+    vectors = embedder.embed_queries(messages)
+    refused = [
+        message
+        for message, vector in zip(messages, vectors, strict=True)
+        if intents.decide(message, vector, SessionState("fresh")).kind
+        in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE)
+    ]
+    assert not refused, refused
+
+
 # The SPEC's own phrasings ("Conversation"), read by both the embedding and the words.
 SPEC_PHRASES = [
     ("다른 챌린지도 있어?", IntentKind.MORE),
