@@ -140,6 +140,7 @@ DOINGS = [
     "전기요금이 많이 나와서 줄이고 싶어",
     "텀블러 세척 어떻게 해?",
     "이번 달 난방비 보고 기절할 뻔",  # a bill's shock told, not a bill to look up
+    "운전하면서 들을 만한 환경 얘기 같은 거 있어?",  # "환경 얘기" asked for, not left
 ]
 
 
