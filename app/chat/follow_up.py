@@ -79,10 +79,10 @@ def in_its_field(
     """A critique read as another field by its meaning stays in the conversation's field when
     it says nothing but its constraints (``says_only_constraints``: it names no field, leaves
     nothing aside, and lies nearer an example of a constraint than any field's by
-    :data:`ONLY_CONSTRAINTS_MARGIN`): "애들도 같이 할 수 있는 걸로
-    부탁해" after plogging, "마을 이웃들하고 같이 해 볼 수 있는 것도 있어?" after zero waste
-    ask for plogging and zero waste that fit them. One that says another field ("이번엔
-    먹는 쪽으로 가 보자. 출장지에서 …", "완전 딴 걸로 …") goes there."""
+    :data:`ONLY_CONSTRAINTS_MARGIN`): "애들도 같이 할 수 있는 걸로 부탁해" after plogging,
+    "마을 이웃들하고 같이 해 볼 수 있는 것도 있어?" after zero waste ask for plogging and
+    zero waste that fit them. One that says another field ("이번엔 먹는 쪽으로 가 보자.
+    출장지에서 …", "완전 딴 걸로 …") goes there."""
     if (
         intent.kind is IntentKind.SWITCH
         and says_only_constraints
