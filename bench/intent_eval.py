@@ -299,14 +299,19 @@ def _served(
         read = facets.read(turn.message, vector, pieces)
         intent = with_facets(intent, read, state)
         wanted = leaving_aside(turn.message)
-        # As Planner._says_only_constraints: nearer a constraint's example than any field's.
-        only_constraints = (
-            wanted == turn.message
-            and named_category(turn.message) is None
+        # As Planner._nearer_a_constraint: nearer a constraint's example than any field's.
+        nearer = (
+            named_category(turn.message) is None
             and facets.dense.nearest_constraint(vector) - knn.nearest_topic(vector)
             >= ONLY_CONSTRAINTS_MARGIN
         )
-        intent = in_its_field(intent, read, state, says_only_constraints=only_constraints)
+        intent = in_its_field(
+            intent,
+            read,
+            state,
+            nearer_a_constraint=nearer,
+            leaves_aside=wanted != turn.message,
+        )
         if wanted == turn.message or not state.turns or named_category(turn.message):
             return intent
         wants = embedder.embed_queries([wanted])[0]

@@ -74,18 +74,24 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
 
 
 def in_its_field(
-    intent: Intent, facets: Facets, state: SessionState, *, says_only_constraints: bool
+    intent: Intent,
+    facets: Facets,
+    state: SessionState,
+    *,
+    nearer_a_constraint: bool,
+    leaves_aside: bool = False,
 ) -> Intent:
     """A critique read as another field by its meaning stays in the conversation's field when
-    it says nothing but its constraints (``says_only_constraints``: it names no field, leaves
-    nothing aside, and lies nearer an example of a constraint than any field's by
-    :data:`ONLY_CONSTRAINTS_MARGIN`): "애들도 같이 할 수 있는 걸로 부탁해" after plogging,
-    "마을 이웃들하고 같이 해 볼 수 있는 것도 있어?" after zero waste ask for plogging and
-    zero waste that fit them. One that says another field ("이번엔 먹는 쪽으로 가 보자.
-    출장지에서 …", "완전 딴 걸로 …") goes there."""
+    it says nothing but its constraints, or asks for more in words ("다른 거", "또"): "애들도
+    같이 할 수 있는 걸로 부탁해" after plogging, "출퇴근하면서 할 수 있는 걸로 다른 거 없을까요?"
+    after a phone's carbon. ``nearer_a_constraint``: it names no field and lies nearer an
+    example of a constraint than any field's by :data:`ONLY_CONSTRAINTS_MARGIN`. One that
+    says another field ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"), or leaves its topic aside
+    (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there."""
     if (
         intent.kind is IntentKind.SWITCH
-        and says_only_constraints
+        and (nearer_a_constraint or facets.more)
+        and not leaves_aside
         and facets.constraints
         and not facets.another
         and state.turns

@@ -205,9 +205,8 @@ class Planner:
             intent,
             facets,
             state,
-            # (one that leaves something aside moves on: "쓰레기 얘기는 이쯤 하고, …")
-            says_only_constraints=wants is None
-            and self._says_only_constraints(turn.message, query),
+            nearer_a_constraint=self._nearer_a_constraint(turn.message, query),
+            leaves_aside=wants is not None,
         )
         intent = what_it_wants(
             intent,
@@ -383,7 +382,7 @@ class Planner:
             return None
         return self._intents.decide(wants.text, wants.vector, state)
 
-    def _says_only_constraints(self, message: str, query: _Query) -> bool:
+    def _nearer_a_constraint(self, message: str, query: _Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than
         any field's, by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding; False without one)."""
         if query.vector is None or named_category(message) is not None:

@@ -213,18 +213,24 @@ def test_a_critique_read_as_another_field_stays_when_it_says_only_its_constraint
     shown = _state()  # in VEGAN
     elsewhere = Intent(IntentKind.SWITCH, Category.CARBON_FOOTPRINT)
     family = Facets(constraints=frozenset({Constraint.FAMILY}))  # "애들도 같이 할 수 있는 걸로"
-    stays = in_its_field(elsewhere, family, shown, says_only_constraints=True)
+    stays = in_its_field(elsewhere, family, shown, nearer_a_constraint=True)
     assert stays == Intent(IntentKind.ASK)
     # It says more than its constraints ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"): it goes.
-    assert in_its_field(elsewhere, family, shown, says_only_constraints=False) == elsewhere
-    # No constraint read, "완전 딴 걸로", nothing said yet, or no switch: as read.
-    assert in_its_field(elsewhere, Facets(), shown, says_only_constraints=True) == elsewhere
+    assert in_its_field(elsewhere, family, shown, nearer_a_constraint=False) == elsewhere
+    # Unless it asks for more in words ("출퇴근하면서 할 수 있는 걸로 다른 거 없을까요?").
+    more_of_it = replace(family, more=True)
+    assert in_its_field(elsewhere, more_of_it, shown, nearer_a_constraint=False) == stays
+    # It leaves its topic aside ("쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"): it goes.
+    left = in_its_field(elsewhere, more_of_it, shown, nearer_a_constraint=True, leaves_aside=True)
+    assert left == elsewhere
+    # No constraint read, "다른 분야로", nothing said yet, or no switch: as read.
+    assert in_its_field(elsewhere, Facets(), shown, nearer_a_constraint=True) == elsewhere
     another = replace(family, another=True)
-    assert in_its_field(elsewhere, another, shown, says_only_constraints=True) == elsewhere
+    assert in_its_field(elsewhere, another, shown, nearer_a_constraint=True) == elsewhere
     fresh = SessionState("s")
-    assert in_its_field(elsewhere, family, fresh, says_only_constraints=True) == elsewhere
+    assert in_its_field(elsewhere, family, fresh, nearer_a_constraint=True) == elsewhere
     more = Intent(IntentKind.MORE)
-    assert in_its_field(more, family, shown, says_only_constraints=True) == more
+    assert in_its_field(more, family, shown, nearer_a_constraint=True) == more
 
 
 @pytest.mark.parametrize(
