@@ -437,7 +437,7 @@ _CUES = {
     Constraint.OUTSIDE: r"밖에서|밖으로|바깥|야외|공원|산책",
     Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
     r"|외근|비행기|기차",
-    Constraint.ALONE: r"혼자|나만(?!의)|자취",
+    Constraint.ALONE: r"혼자|(?<![가-힣])나만(?!의)|자취",
     Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|아들|(?<![가-힣])딸(?!기)|남편|아내"
     r"|와이프|부모님|식구|엄마|아빠",
     Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원",
@@ -623,17 +623,22 @@ class FacetReaders:
     def _cued(message: str, votes: Sequence[dict[str, float]], said: set[str]) -> set[str]:
         """``said`` with the place, the company, the ease and the cost the message says in
         words, where the vote gives them some weight (:data:`CUE_FLOOR` in one of ``votes``:
-        the whole's or a clause's). Of several of a kind, the one said last, which replaces
-        the vote's others of its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이
-        없더라. 마을 분들이랑"; "현장에서 챙길 수 있는 걸로", which the vote read as "출장
-        가서도 할 수 있는 거")."""
+        the whole's or a clause's), or beside a constraint of another kind the vote reads. Of
+        several of a kind, the one said last, which replaces the vote's others of its kind
+        ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수
+        있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
+        kinds = (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,))
+        voted = [kind for kind in kinds if said & set(kind)]
         weighed = {
             c: at
             for c, at in cued(message).items()
             if max(vote[c.value] for vote in votes) >= CUE_FLOOR
+            # A critique the vote reads one constraint in says a second of another kind in
+            # words the vote drowns ("혼자서 부담없이", "출장 다닐 때 … 간단하게": ease 0.0-0.05).
+            or (voted and not any(c.value in kind for kind in voted))
         }
         said = set(said)
-        for kind in (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,)):
+        for kind in kinds:
             of_kind = {c: at for c, at in weighed.items() if c.value in kind}
             if not of_kind:
                 continue

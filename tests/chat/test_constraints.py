@@ -703,6 +703,13 @@ def test_a_constraint_beside_a_fields_name_is_read(
         ("버스 타면 탄소가 얼마나 줄어?", set(), {Constraint.MOVING}),
         ("2번은 아이폰에서도 되나요", set(), {Constraint.FAMILY}),
         ("그중에 제일 부담 없이 바로 시작할 수 있는 건 뭐야?", {Constraint.EASY}, set()),
+        # A second constraint of another kind, said in words the vote drowns (ease 0.0 there).
+        ("혼자서 간단히 해 볼 만한 다른 거", {Constraint.ALONE, Constraint.EASY}, set()),
+        (
+            "동료들이랑 점심시간에 금방 할 수 있는 거 또 있어?",
+            {Constraint.COWORKERS, Constraint.EASY},
+            set(),
+        ),
     ],
 )
 def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
@@ -733,6 +740,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("장비 없이 혼자", {Constraint.FREE: 4, Constraint.ALONE: 8}),
         ("회식이 잦은데", {Constraint.COWORKERS: 2}),
         ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
+        ("그중에 하나만 골라 줘", {}),  # one of them, not "only me"
+        ("나만 하는 거 말고", {Constraint.ALONE: 2}),
     ],
 )
 def test_constraints_are_found_in_their_words_and_not_in_look_alikes(
