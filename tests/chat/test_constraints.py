@@ -741,6 +741,9 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("회식이 잦은데", {Constraint.COWORKERS: 2}),
         ("잠깐만, 그거 좀 쉽게 설명해 줘", {}),
         ("그중에 하나만 골라 줘", {}),  # one of them, not "only me"
+        ("시간 얼마 안 걸리는 걸로", {Constraint.EASY: 10}),
+        ("너무 빡세지 않은 거", {Constraint.EASY: 8}),
+        ("돈은 안 들었으면 해", {Constraint.FREE: 4}),
         ("나만 하는 거 말고", {Constraint.ALONE: 2}),
     ],
 )
