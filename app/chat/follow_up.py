@@ -53,7 +53,12 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     써먹을 수 있는 건?"); a constraint alone does not make a message on-topic ("오늘 주식 뭐
     살까" reads as one about money)."""
     kind = intent.kind
-    if facets.among and state.last_shown and kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC):
+    # A pointer into what was shown outweighs another field read by the whole's meaning
+    # alone ("거기 있는 것들 중에 팀 전체가 같이 바꿔야 의미 있는 건 뭐야?": "바꿔야"), not
+    # one said in words ("그 중에 없으면 다른 분야로").
+    voted_away = kind is IntentKind.ANOTHER and not facets.another
+    pointed = kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC) or voted_away
+    if facets.among and state.last_shown and pointed:
         return Intent(IntentKind.AMONG)
     unpointed = kind is IntentKind.AMONG and not facets.among
     if facets.another and state.turns and (kind in _MAY_BE_AMONG or unpointed):

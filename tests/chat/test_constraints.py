@@ -156,6 +156,18 @@ def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_t
     assert with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
 
 
+def test_a_pointer_into_what_was_shown_outweighs_another_field_read_by_meaning_alone() -> None:
+    from app.chat.follow_up import with_facets
+    from app.chat.intent import Intent
+
+    shown, away = _state(), Intent(IntentKind.ANOTHER)
+    # "거기 있는 것들 중에 팀 전체가 같이 바꿔야 의미 있는 건 뭐야?": "바꿔야" voted another.
+    team = Facets(constraints=frozenset({Constraint.COWORKERS}), among=True)
+    assert with_facets(away, team, shown).kind is IntentKind.AMONG
+    # Another field said in words stays another ("그 중에 없으면 다른 분야로").
+    assert with_facets(away, replace(team, another=True), shown).kind is IntentKind.ANOTHER
+
+
 def test_a_critique_read_as_about_what_was_shown_but_pointing_at_nothing_asks_for_new_ones() -> (
     None
 ):
