@@ -304,7 +304,7 @@ class IntentClassifier:
 
     def nearest_topic(self, vector: npt.NDArray[np.float32]) -> float:
         """The cosine of the topic example nearest ``vector`` (an embedding)."""
-        sims = vector @ self._topic_columns
+        sims = self._similarities(self._topic_columns, vector)
         return float(sims.max()) if sims.size else -1.0
 
     def follow_up_label(self, vector: npt.NDArray[np.float32]) -> Label:

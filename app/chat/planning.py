@@ -205,7 +205,9 @@ class Planner:
             intent,
             facets,
             state,
-            nearer_a_constraint=self._nearer_a_constraint(turn.message, query),
+            # (measured only where it can matter: a switch by meaning)
+            nearer_a_constraint=intent.kind is IntentKind.SWITCH
+            and self._nearer_a_constraint(turn.message, query),
             leaves_aside=wants is not None,
         )
         intent = what_it_wants(
