@@ -44,8 +44,8 @@ async def play(chats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every chat's scores, in order."""
     from app.chat.constraints import Constraint, satisfies
     from app.chat.plan import FreeTextTurn, TurnPlan
-    from app.chat.sessions import Turn
     from app.main import create_app
+    from bench.fit_offline import remember
 
     app = create_app()
     rows: list[dict[str, Any]] = []
@@ -62,18 +62,7 @@ async def play(chats: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 rows.append({**row, **dict.fromkeys(METRICS, False), "refused": "first"})
                 continue
             shown = (first.lead.document.id, *(h.document.id for h in first.candidates[:2]))
-            await sessions.record(
-                session,
-                turn=Turn(
-                    user=first.user_text,
-                    assistant="",
-                    category=first.category,
-                    shown=shown,
-                    constraints=first.constraints,
-                    told=first.told,
-                    topic=first.topic,
-                ),
-            )
+            await remember(sessions, first, shown)
             plan = await planner.free_text(
                 FreeTextTurn(session, None, time.monotonic(), chat["critique"])
             )

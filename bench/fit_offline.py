@@ -48,10 +48,26 @@ METRICS = (
 )
 
 
+async def remember(sessions: Any, plan: Any, shown: tuple[str, ...]) -> None:
+    """The planned turn in its session as the gateway keeps it after the answer (``shown``:
+    the challenges the answer showed; no model text: app/chat/generation.py keeps that)."""
+    from app.chat.sessions import Turn
+
+    turn = Turn(
+        user=plan.user_text,
+        assistant="",
+        category=plan.category,
+        shown=shown,
+        constraints=plan.constraints,
+        told=plan.told,
+        topic=plan.topic,
+    )
+    await sessions.record(plan.session_id, turn=turn)
+
+
 async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every turn's scores, in order."""
     from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
-    from app.chat.sessions import Turn
     from app.config import Settings
     from app.domain.categories import Category
     from app.main import create_app
@@ -93,16 +109,7 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     ids = [plan.lead.document.id, *(h.document.id for h in plan.candidates[:2])]
                     recommend = plan.recommend or ""
                     read = sorted(plan.constraints)
-                    remembered = Turn(
-                        user=plan.user_text,
-                        assistant="",
-                        category=plan.category,
-                        shown=tuple(i for i in ids if i),
-                        constraints=plan.constraints,
-                        told=plan.told,
-                        topic=plan.topic,
-                    )
-                    await sessions.record(session, turn=remembered)
+                    await remember(sessions, plan, tuple(i for i in ids if i))
                 rows.append(
                     {
                         "id": f"{convo['id']}#{number}",
