@@ -56,10 +56,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.constraints import clauses, leaving_aside  # noqa: E402
+from app.chat.constraints import clauses, leaving_aside, toward  # noqa: E402
 from app.chat.follow_up import (  # noqa: E402
     ONLY_CONSTRAINTS_MARGIN,
     in_its_field,
+    turned_to,
     what_it_wants,
     with_facets,
 )
@@ -305,13 +306,22 @@ def _served(
             and facets.dense.nearest_constraint(vector) - knn.nearest_topic(vector)
             >= ONLY_CONSTRAINTS_MARGIN
         )
+        # As Planner._turns_to: where it says it turns ("먹는 거 쪽으로", "회사 쪽으로는").
+        words = toward(turn.message)
+        turns_to = None
+        if words is not None and state.turns and named_category(turn.message) is None:
+            words_vector = embedder.embed_queries([words])[0]
+            turns_to = turned_to(words, words_vector, facets, knn, fit)
         intent = in_its_field(
             intent,
             read,
             state,
             nearer_a_constraint=nearer,
             leaves_aside=wanted != turn.message,
+            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         )
+        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
+            return what_it_wants(intent, turns_to, state)
         if wanted == turn.message or not state.turns or named_category(turn.message):
             return intent
         wants = embedder.embed_queries([wanted])[0]

@@ -157,6 +157,37 @@ async def test_a_critique_nothing_new_in_the_field_meets_stays_in_the_field_and_
     assert "찾지 못했어요" in answer["recommend"], answer["recommend"]
 
 
+async def test_a_field_said_in_the_users_words_is_gone_to_and_a_place_so_said_is_not(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c3c"}
+    first = {**session, "message": "제로웨이스트 챌린지 추천해 줘"}
+    _answer(await read_stream(http, FREE, first))
+    # A place said so is a critique of the field (read whole, it went to digital carbon): it
+    # stays, with challenges done at work.
+    work = {**session, "message": "회사 쪽으로는 뭐 있어?"}
+    answer = _answer(await read_stream(http, FREE, work))
+    assert {c["category"] for c in answer["challenges"]} == {"ZERO_WASTE"}
+    traits = CATALOGUE[_titles(answer)[0]].traits
+    assert traits is not None and "work" in traits.places
+    # A field said so is gone to (read whole, it chose among those just shown), afresh.
+    turned = {**session, "message": "스마트폰 쪽도 알려줘"}
+    answer = _answer(await read_stream(http, FREE, turned))
+    assert len(answer["challenges"]) == 3
+    assert {c["category"] for c in answer["challenges"]} == {"DIGITAL_CARBON"}
+
+
+async def test_asking_where_to_begin_gets_the_fields_first_steps_not_a_missing_answer(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    message = {"sessionId": "c3d", "message": "쓰레기 줄이기 뭐부터 하면 돼?"}
+    answer = _answer(await read_stream(http, FREE, message))
+    assert "답은 제가 가진 자료에" not in answer["recommend"], answer["recommend"]
+    assert _titles(answer)[0] == "텀블러로 음료 마시기"  # zero waste's first classic step
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "points_among",
     "points_at_one",
     "satisfies",
+    "toward",
     "wanting",
     "without_field",
 ]
@@ -371,6 +372,18 @@ _MORE = re.compile(
 )
 
 
+#: Asking where to begin ("쓰레기 줄이기 뭐부터 하면 돼?", "전기 아끼려면 어디서부터 시작해?"):
+#: not a question (the vote read some as questions, answered "그 질문에 꼭 맞는 답은 …
+#: 없지만" with one challenge's text), and a plain ask when what it begins is said in two
+#: words at most ("쓰레기 줄이기", "채식 해보고싶은데"): a field's first steps. A longer one
+#: says its own subject ("옷을 너무 자주 사는 것 같아서 좀 줄여 보고 싶은데").
+_WHERE_TO_START = re.compile(
+    r"(?:(?:뭐|뭘|무엇|무얼|어떤\s*(?:거|것|걸))\s*부터|어디\s*(?:서)?부터|처음에?\s*(?:뭐|뭘|무엇)(?:을|를)?)"
+    r"\s*(?:하|해|시작|실천|도전|손|보|바꾸|바꿔|챙기|챙겨)"
+)
+_SUBJECT_WORDS = 2
+
+
 #: Asking for another field, in words: another field, category or topic ("딴 분야 없어?",
 #: "다른카테고리", "새로운 분야로 넘어가죠"), or changing it ("분야 바꿔서"). The vote of the
 #: words misses those it has no example of; "다른 종류로" may mean more of the same field.
@@ -564,6 +577,35 @@ def leaving_aside(message: str) -> str:
     return rest if re.search(r"[가-힣].*[가-힣]", rest) else message
 
 
+#: Where a message turns, in the user's words for a field ("이번엔 먹는 거 쪽으로 봐 줘",
+#: "식단 쪽으로도 동료들이랑 …", "스마트폰 쪽도 알려줘"): the words before "쪽" in its clause,
+#: not a pointer ("이쪽", "그 쪽", "반대쪽") and not a side left ("먹는 쪽 말고").
+_TOWARD = re.compile(
+    r"([^,.!?]*?)\s*쪽(?:으로[도는]?|으론|에서도?|도|은|는|을|이)?(?![가-힣])"
+    r"(?!\s*(?:말고|빼고|제외))"
+)
+_NOT_A_FIELD = frozenset(
+    {"이", "그", "저", "요", "반대", "다른", "딴", "어느", "어떤", "양", "한", "우리", "이번", "저번"}
+)
+#: A clause made a noun before "쪽" ("포장 쓰레기 안 생기게 하는 쪽", "먹는 거 쪽"): its words
+#: up to this many say where it turns; a noun alone ("식단 쪽") says it in one.
+_CLAUSE_WORDS = 5
+
+
+def toward(message: str) -> str | None:
+    """The words naming where the message turns (:data:`_TOWARD`), None when it says none."""
+    for found in reversed(list(_TOWARD.finditer(message))):
+        words = found.group(1).split()
+        if not words or words[-1] in _NOT_A_FIELD:
+            continue
+        if words[-1] in ("거", "것") or re.search(r"[는던]$", words[-1]):
+            return " ".join(words[-_CLAUSE_WORDS:])
+        if len(words) > 1 and re.search(r"(?:이나|나|랑|와|과|하고)$", words[-2]):
+            return " ".join(words[-2:])  # "책이나 영상 쪽으로"
+        return words[-1]
+    return None
+
+
 def left_words(message: str) -> tuple[str, ...]:
     """The words naming what the user leaves aside, as a title would say them ("텀블러" of
     "텀블러 말고 또 뭐 있어?", "러닝" of "러닝 플로깅은 빼고"): words of two syllables or more,
@@ -690,6 +732,10 @@ class FacetReaders:
             said.add(MORE)
         if _ANOTHER.search(message):
             said.add(ANOTHER)
+        if start := _WHERE_TO_START.search(message):  # "쓰레기 줄이기 뭐부터 하면 돼?"
+            said.discard(QUESTION)
+            if len(message[: start.start()].split()) <= _SUBJECT_WORDS:
+                said.add(PLAIN)
         if _SAYS_MORE.search(message):  # "사무실에서 할 수 있는 비건 챌린지": not plain
             said.discard(PLAIN)
         asks_more = MORE in said or PLAIN in said  # "또 뭐 있어?", "비건은 뭐부터 해?"

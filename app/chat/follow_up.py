@@ -12,8 +12,12 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
-from app.chat.constraints import Constraint, Facets
-from app.chat.intent import Intent, IntentKind
+import numpy as np
+import numpy.typing as npt
+
+from app.chat.constraints import Constraint, FacetReaders, Facets, cued
+from app.chat.fit import FitBank
+from app.chat.intent import Intent, IntentClassifier, IntentKind, catalogue_evidence
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
 from app.domain.categories import Category
@@ -25,6 +29,7 @@ __all__ = [
     "in_its_field",
     "situation_of",
     "told_so_far",
+    "turned_to",
     "what_it_wants",
     "with_facets",
 ]
@@ -85,6 +90,7 @@ def in_its_field(
     *,
     nearer_a_constraint: bool,
     leaves_aside: bool = False,
+    turns_to_a_place: bool = False,
 ) -> Intent:
     """A critique read as another field by its meaning stays in the conversation's field when
     it says nothing but its constraints, or asks for more in words ("다른 거", "또"): "애들도
@@ -92,7 +98,15 @@ def in_its_field(
     after a phone's carbon. ``nearer_a_constraint``: it names no field and lies nearer an
     example of a constraint than any field's by :data:`ONLY_CONSTRAINTS_MARGIN`. One that
     says another field ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"), or leaves its topic aside
-    (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there."""
+    (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there.
+    ``turns_to_a_place``: it says it turns to a place or company ("회사 쪽으로는 뭐 있어?":
+    :meth:`app.chat.planning.Planner._turns_to`), which keeps "another" read by its meaning
+    alone in the field too."""
+    in_a_field = state.turns and state.category is not None
+    voted_away = intent.kind is IntentKind.ANOTHER and not facets.another
+    if turns_to_a_place and in_a_field and not leaves_aside:
+        if intent.kind is IntentKind.SWITCH or voted_away:
+            return Intent(IntentKind.ASK)
     if (
         intent.kind is IntentKind.SWITCH
         and (nearer_a_constraint or facets.more)
@@ -104,6 +118,40 @@ def in_its_field(
     ):
         return Intent(IntentKind.ASK)
     return intent
+
+
+#: The challenges that fit the words a message turns to best, whose categories vote beside
+#: the topic examples' (as a message's nearest documents do: app/chat/intent.py).
+_TURNED_TO_K = 10
+
+
+def turned_to(
+    words: str,
+    vector: npt.NDArray[np.float32],
+    facets: FacetReaders,
+    intents: IntentClassifier,
+    fit: FitBank | None,
+) -> Intent:
+    """Where a follow-up says it turns, read from those ``words`` alone
+    (:func:`app.chat.constraints.toward`; ``vector`` their embedding): a place, company or
+    situation ("회사 쪽으로는": said in its words, or nearer a constraint's example than any
+    field's) is an ordinary ask, in its field; anything else a switch to the field whose
+    topic examples and best-fitting challenges the words are nearest ("먹는 거 쪽으로",
+    "스마트폰 쪽도")."""
+    # The facet examples are sentences: a word alone may read as one ("온라인" as at home),
+    # so a place or company is read by its words, or as nearer a constraint's example.
+    read = facets.read(words, vector)
+    if (
+        cued(words)
+        or read.location
+        or read.work_type
+        or facets.dense.nearest_constraint(vector) >= intents.nearest_topic(vector)
+    ):
+        return Intent(IntentKind.ASK)
+    evidence = (
+        None if fit is None else catalogue_evidence(fit.categories(vector, _TURNED_TO_K, words))
+    )
+    return Intent(IntentKind.SWITCH, intents.topic_category(vector, evidence))
 
 
 def _about_shown(facets: Facets) -> bool:
@@ -124,7 +172,9 @@ def what_it_wants(
     reading of the words after what it leaves (:func:`app.chat.constraints.leaving_aside`;
     None when it leaves nothing aside), which names the field it goes to. ``best_fit``: the
     category of the challenge those words fit best, when known; another field counts only
-    where it agrees (the examples alone hear "새참 얘기로 가자" as 문화 공유: "얘기")."""
+    where it agrees (the examples alone hear "새참 얘기로 가자" as 문화 공유: "얘기").
+    ``wanted`` is also where a message says it turns ("식단 쪽으로도 동료들이랑 …", read as
+    more of the field whole: :func:`turned_to`)."""
     if wanted is None or not state.turns or intent.kind not in _MAY_GO_ELSEWHERE:
         return intent
     if wanted.kind is not IntentKind.SWITCH or wanted.category is state.category:

@@ -57,6 +57,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
+    toward,
     wanting,
     without_field,
 )
@@ -67,6 +68,7 @@ from app.chat.follow_up import (
     in_its_field,
     situation_of,
     told_so_far,
+    turned_to,
     what_it_wants,
     with_facets,
 )
@@ -201,6 +203,8 @@ class Planner:
         wants = await self._wants(turn.message, query)
         facets = await self._read_facets(turn.message, query, wants)
         intent = with_facets(intent, facets, state)
+        # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
+        turns_to = await self._turns_to(turn.message, query, state)
         intent = in_its_field(
             intent,
             facets,
@@ -209,13 +213,17 @@ class Planner:
             nearer_a_constraint=intent.kind is IntentKind.SWITCH
             and self._nearer_a_constraint(turn.message, query),
             leaves_aside=wants is not None,
+            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         )
-        intent = what_it_wants(
-            intent,
-            self._wanted(turn.message, wants, state),
-            state,
-            best_fit=self._best_fit(wants),
-        )
+        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
+            intent = what_it_wants(intent, turns_to, state)
+        else:
+            intent = what_it_wants(
+                intent,
+                self._wanted(turn.message, wants, state),
+                state,
+                best_fit=self._best_fit(wants),
+            )
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
@@ -383,6 +391,20 @@ class Planner:
         if wants is None or not state.turns or named_category(message) is not None:
             return None
         return self._intents.decide(wants.text, wants.vector, state)
+
+    async def _turns_to(self, message: str, query: _Query, state: SessionState) -> Intent | None:
+        """Where a follow-up turns in its own words (:func:`toward`), read alone by its
+        meaning: a field ("이번엔 먹는 거 쪽으로", "스마트폰 쪽도 알려줘"; the field whose topic
+        examples and best-fitting challenges the words are nearest: a switch there), or a
+        place, company or situation ("회사 쪽으로는 뭐 있어?": a critique, in its field). None
+        when it says none, names a field (the whole's reading has it), or without embeddings."""
+        words = toward(message)
+        if words is None or query.lexical or not state.turns or named_category(message):
+            return None
+        vector = await self._embedding_if_free(words)
+        if vector is None:
+            return None
+        return turned_to(words, vector, self._facets, self._intents.dense, self._fit_bank)
 
     def _nearer_a_constraint(self, message: str, query: _Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than

@@ -22,14 +22,18 @@ from app.chat.constraints import (
     ordinal,
     points_among,
     satisfies,
+    toward,
     wanting,
     without_field,
 )
+from app.chat.fit import FitBank
 from app.chat.follow_up import in_force, situation_of, told_so_far
 from app.chat.intent import Intent, IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
+from app.chat.sentence_bank import build_fit_bank
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
+from app.config import Settings
 from app.domain.categories import Category
 from app.rag.corpus import Traits
 from app.rag.embedder import Embedder, load_embedder
@@ -50,6 +54,11 @@ def facets(embedder: Embedder) -> FacetReaders:
 @pytest.fixture(scope="module")
 def intents(embedder: Embedder) -> IntentClassifiers:
     return build_intents(embedder)
+
+
+@pytest.fixture(scope="module")
+def fit_bank(embedder: Embedder) -> FitBank:
+    return build_fit_bank(embedder, Settings().corpus_path)
 
 
 def _read(embedder: Embedder, facets: FacetReaders, message: str) -> Facets:
@@ -457,6 +466,97 @@ def test_a_plain_ask_for_a_field_is_read_as_one(
     """It names the field and nothing in it (answered with the field's classic first steps);
     a question, a problem told or a critique asks something of its own."""
     assert _read(embedder, facets, message).plain is plain
+
+
+@pytest.mark.parametrize(
+    ("message", "plain"),
+    [
+        ("쓰레기 줄이기 뭐부터 하면 돼?", True),
+        ("전기 아끼려면 어디서부터 시작해?", True),
+        ("채식 처음에 뭘 해야 돼?", True),
+        ("옷을 너무 자주 사는 것 같아서 좀 줄여 보고 싶은데 뭐부터 하면 돼?", False),
+        ("혼자 사는데 쓰레기 줄이기 뭐부터 해?", False),  # its own situation: not plain
+    ],
+)
+def test_asking_where_to_begin_is_no_question_and_plain_when_its_subject_is_short(
+    embedder: Embedder, facets: FacetReaders, message: str, plain: bool
+) -> None:
+    """Asking where to begin asks for challenges to begin with, not for a fact (it had been
+    answered "그 질문에 꼭 맞는 답은 … 없지만"); a field's first steps when what it begins is
+    said in a word or two; a question of how to do something still is one."""
+    read = _read(embedder, facets, message)
+    assert not read.question and read.plain is plain
+    assert _read(embedder, facets, "분리배출 할 때 뭐부터 헹궈야 해?").question
+
+
+@pytest.mark.parametrize(
+    ("message", "words"),
+    [
+        ("이번엔 먹는 거 쪽으로 봐 줘", "이번엔 먹는 거"),
+        ("식단 쪽으로도 동료들이랑 같이 해 볼 만한 게 있을까?", "식단"),
+        ("스마트폰 쪽도 알려줘", "스마트폰"),
+        ("교통쪽으로는 뭐 있어", "교통"),
+        ("책이나 영상 쪽으로 추천해 줘", "책이나 영상"),
+        ("역시 포장 쓰레기 안 생기게 하는 쪽이 나을 듯", "포장 쓰레기 안 생기게 하는"),
+        ("그 쪽으로 가자", None),  # a pointer
+        ("이쪽이 좋아", None),
+        ("먹는 쪽 말고 다른 거", None),  # a side left
+        ("바닷가 쪽에 사는데", None),  # where one lives
+        ("텀블러 추천해 줘", None),
+    ],
+)
+def test_where_a_message_turns_is_read_in_its_words(message: str, words: str | None) -> None:
+    assert toward(message) == words
+
+
+@pytest.mark.parametrize(
+    ("words", "turns"),
+    [
+        ("먹는 거", Intent(IntentKind.SWITCH, Category.VEGAN)),
+        ("식단", Intent(IntentKind.SWITCH, Category.VEGAN)),
+        ("스마트폰", Intent(IntentKind.SWITCH, Category.DIGITAL_CARBON)),
+        ("전기", Intent(IntentKind.SWITCH, Category.ENERGY_SAVING)),
+        ("교통", Intent(IntentKind.SWITCH, Category.CARBON_FOOTPRINT)),
+        ("회사", Intent(IntentKind.ASK)),  # a place: a critique, in its field
+        ("집", Intent(IntentKind.ASK)),
+        ("바닷가", Intent(IntentKind.ASK)),
+        ("아이들", Intent(IntentKind.ASK)),
+    ],
+)
+def test_the_words_a_message_turns_to_name_a_field_or_a_place(
+    embedder: Embedder,
+    facets: FacetReaders,
+    intents: IntentClassifiers,
+    fit_bank: FitBank,
+    words: str,
+    turns: Intent,
+) -> None:
+    from app.chat.follow_up import turned_to
+
+    vector = embedder.embed_queries([words])[0]
+    assert turned_to(words, vector, facets, intents.dense, fit_bank) == turns
+
+
+def test_a_critique_turning_to_a_place_stays_in_its_field() -> None:
+    """ "회사 쪽으로는 뭐 있어?" after zero waste: "another" or a switch read by the whole's
+    meaning stays in the field; "다른 분야로" said in words, or leaving the topic, goes."""
+    from app.chat.follow_up import in_its_field
+
+    shown = _state()
+    work = Facets(constraints=frozenset({Constraint.WORK}))
+    for voted in (Intent(IntentKind.ANOTHER), Intent(IntentKind.SWITCH, Category.MEDIA)):
+        kept = in_its_field(voted, work, shown, nearer_a_constraint=False, turns_to_a_place=True)
+        assert kept == Intent(IntentKind.ASK)
+        assert in_its_field(voted, work, shown, nearer_a_constraint=False) == voted
+    another = Intent(IntentKind.ANOTHER)
+    said = replace(work, another=True)
+    assert in_its_field(another, said, shown, nearer_a_constraint=False, turns_to_a_place=True) == (
+        another
+    )
+    left = in_its_field(
+        another, work, shown, nearer_a_constraint=False, turns_to_a_place=True, leaves_aside=True
+    )
+    assert left == another
 
 
 @pytest.mark.parametrize(
