@@ -585,7 +585,22 @@ _TOWARD = re.compile(
     r"(?!\s*(?:말고|빼고|제외))"
 )
 _NOT_A_FIELD = frozenset(
-    {"이", "그", "저", "요", "반대", "다른", "딴", "어느", "어떤", "양", "한", "우리", "이번", "저번"}
+    {
+        "이",
+        "그",
+        "저",
+        "요",
+        "반대",
+        "다른",
+        "딴",
+        "어느",
+        "어떤",
+        "양",
+        "한",
+        "우리",
+        "이번",
+        "저번",
+    }
 )
 #: A clause made a noun before "쪽" ("포장 쓰레기 안 생기게 하는 쪽", "먹는 거 쪽"): its words
 #: up to this many say where it turns; a noun alone ("식단 쪽") says it in one.
