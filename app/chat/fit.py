@@ -143,6 +143,24 @@ class FitBank:
             if (row := self._row.get(doc_id)) is not None
         }
 
+    def best(
+        self,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        text: str | None = None,
+        *,
+        category: Category | None = None,
+    ) -> list[str]:
+        """The ids of the ``k`` best-fitting documents (of ``category``, when given), best
+        first."""
+        if not self._ids or k <= 0:
+            return []
+        scores = self._scores(vector, text)
+        if category is not None:
+            scores = np.where(np.array(self._categories) == category, scores, -np.inf)
+        best = np.argsort(-scores)[:k]
+        return [self._ids[row] for row in best if np.isfinite(scores[row])]
+
     def categories(
         self, vector: npt.NDArray[np.float32], k: int, text: str | None = None
     ) -> list[Category]:

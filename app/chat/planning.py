@@ -118,6 +118,10 @@ _FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
+#: How many of the challenges that fit a query best (app/chat/fit.py) join retrieval's
+#: candidates where it missed them (:meth:`Planner._with_best_fitting`; 3 of 0, 3 and 6 on
+#: the fit bench's dev splits, bench/README.md "Eighth pass").
+BEST_FITTING_JOINED = 3
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
 #: What the gateway's recommend says the turn did, by what the message asked for.
@@ -706,6 +710,7 @@ class Planner:
             hits = await self._search(query, scope, k=k)
             if hits is None:  # the store failed: no use asking it again
                 break
+            hits = await self._with_best_fitting(query, scope, hits)
             if not hits:
                 continue
             found = category
@@ -718,6 +723,30 @@ class Planner:
                 return found, hits
             first = first or (found, hits)
         return first or (category, ())
+
+    async def _with_best_fitting(
+        self, query: _Query, scope: Scope, hits: tuple[Hit, ...]
+    ) -> tuple[Hit, ...]:
+        """``hits`` joined by the challenges of the scope's category that fit the query best
+        (app/chat/fit.py: the message against each challenge's asks) where retrieval missed
+        them ("휴대폰 용량이 맨날 꽉 차서": "스마트폰 사진과 앱 정리하기" fits it best and was
+        not in retrieval's 12), each at its place in the fit's order. Only those within the
+        scope; none in a burst (no embedding) or without the bank."""
+        if self._fit_bank is None or query.vector is None or not hits:
+            return hits
+        best = self._fit_bank.best(
+            query.vector, BEST_FITTING_JOINED, query.text, category=scope.category
+        )
+        have = {hit.document.id for hit in hits}
+        missed = [doc_id for doc_id in best if doc_id not in have]
+        if not missed:
+            return hits
+        only = frozenset(missed) & scope.only if scope.only else frozenset(missed)
+        found = await self._search(query, replace(scope, only=only), k=len(missed)) or ()
+        joined = list(hits)
+        for hit in sorted(found, key=lambda hit: best.index(hit.document.id)):
+            joined.insert(min(best.index(hit.document.id), len(joined)), hit)
+        return tuple(joined)
 
     async def _search(
         self, query: _Query, scope: Scope, *, k: int | None = None

@@ -142,6 +142,18 @@ def test_the_fit_bank_fuses_a_documents_text_with_its_nearest_ask() -> None:
     assert bank.fit(other, ["md-1"]) == pytest.approx({"md-1": 0.6}) and len(scored) == 1
     empty = FitBank([], np.zeros((0, 3)), [], np.zeros((0, 3)))
     assert empty.fit(query, ["zw-1"]) == {} and empty.categories(query, 3) == []
+    assert empty.best(query, 3) == []
+
+
+def test_the_best_fitting_challenges_are_found_in_a_category_or_anywhere() -> None:
+    documents = [("zw-1", Category.ZERO_WASTE), ("zw-2", Category.ZERO_WASTE)]
+    documents += [("vg-1", Category.VEGAN)]
+    passages = np.array([[0.6, 0.8], [1, 0], [0.8, 0.6]], dtype=np.float32)
+    bank = FitBank(documents, passages, [], np.zeros((0, 2)))
+    query = np.array([1, 0], dtype=np.float32)
+    assert bank.best(query, 2) == ["zw-2", "vg-1"]
+    assert bank.best(query, 3, category=Category.ZERO_WASTE) == ["zw-2", "zw-1"]
+    assert bank.best(query, 5, category=Category.MEDIA) == [] and bank.best(query, 0) == []
 
 
 def test_words_a_message_shares_with_a_title_or_ask_move_its_fit() -> None:
