@@ -56,9 +56,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.chat.constraints import clauses, leaving_aside, toward  # noqa: E402
+from app.chat.constraints import (  # noqa: E402
+    asks_for_challenges,
+    clauses,
+    in_question_form,
+    leaving_aside,
+    toward,
+)
 from app.chat.follow_up import (  # noqa: E402
     ONLY_CONSTRAINTS_MARGIN,
+    about_what_was_shown,
     in_its_field,
     turned_to,
     what_it_wants,
@@ -288,11 +295,20 @@ def _served(
     """The gateway's whole reading of a turn with its embedding (``served`` above)."""
     fit = build_fit_bank(embedder, CORPUS)
     facets = build_facets(embedder)
+    titles = {document.title: document.id for document in load_corpus(CORPUS)}
+
+    def named(answer: str, i: int) -> tuple[str, ...]:
+        """The challenges an earlier answer showed: the catalogue titles it says."""
+        return tuple(doc_id for title, doc_id in titles.items() if title in answer) or (
+            f"shown-{i}",
+        )
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))
         # Each earlier turn showed challenges (the history's answers list them).
-        shown = tuple(replace(t, shown=(f"shown-{i}",)) for i, t in enumerate(turn.state.turns))
+        shown = tuple(
+            replace(t, shown=named(t.assistant, i)) for i, t in enumerate(turn.state.turns)
+        )
         state = replace(turn.state, turns=shown)
         intent = knn.decide(turn.message, vector, state, evidence=evidence)
         parts = clauses(turn.message)
@@ -320,6 +336,18 @@ def _served(
             leaves_aside=wanted != turn.message,
             turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         )
+        if wanted == turn.message and (turns_to is None or turns_to.kind is not IntentKind.SWITCH):
+            # As Planner._nearer_shown: a switch or a choice among, naming no field.
+            nearer_shown = None
+            if intent.kind is IntentKind.SWITCH and not named_category(turn.message):
+                nearer_shown = fit.nearer_shown(vector, state.last_shown, turn.message)
+            intent = about_what_was_shown(
+                intent,
+                state,
+                nearer_shown=nearer_shown,
+                question=in_question_form(turn.message),
+                asks_for_challenges=asks_for_challenges(turn.message),
+            )
         if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
             return what_it_wants(intent, turns_to, state)
         if wanted == turn.message or not state.turns or named_category(turn.message):
@@ -454,12 +482,20 @@ def main() -> int:
     parser.add_argument("--examples", type=Path, default=BUNDLED_EXAMPLES, help="the example bank")
     parser.add_argument("--errors", action="store_true", help="print each wrong decision")
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--file",
+        type=Path,
+        help="a labelled set in the splits' format instead of them (a stranger's: "
+        "bench/data/intent/stranger_followups.jsonl); its results are written beside",
+    )
     args = parser.parse_args()
 
     embedder = load_embedder(None)
     examples = load_examples(args.examples)
     bank = example_vectors(embedder, examples, args.examples)
     splits = ["dev", "test"] if args.split == "both" else [args.split]
+    if args.file is not None:
+        splits = [args.file.stem]
     designs: dict[str, IntentClassifier] = {}
     wanted = args.designs.split(",")
     needs_catalogue = "knn+catalogue" in wanted or "served" in wanted
@@ -477,7 +513,7 @@ def main() -> int:
                 print("logreg skipped: scikit-learn is not installed", file=sys.stderr)
     results = []
     for split in splits:
-        turns = load_turns(DATA / f"{split}.jsonl")
+        turns = load_turns(args.file if args.file is not None else DATA / f"{split}.jsonl")
         started = time.perf_counter()
         vectors = embedder.embed_queries([t.message for t in turns])
         embed_ms = (time.perf_counter() - started) * 1000 / len(turns)
@@ -519,7 +555,8 @@ def main() -> int:
                     print(f"     {error}")
             results.append(result)
     if not args.no_write:
-        RESULTS.write_text(
+        out = RESULTS if args.file is None else RESULTS.with_name(f"intent_{args.file.stem}.json")
+        out.write_text(
             json.dumps(
                 {
                     "bench": "intent",
@@ -533,7 +570,7 @@ def main() -> int:
             + "\n",
             encoding="utf-8",
         )
-        print(f"\nwritten: {RESULTS.relative_to(ROOT)}")
+        print(f"\nwritten: {out.relative_to(ROOT)}")
     return 0
 
 

@@ -44,8 +44,10 @@ __all__ = [
     "FacetReader",
     "FacetReaders",
     "Facets",
+    "asks_for_challenges",
     "clauses",
     "cued",
+    "in_question_form",
     "leaving_aside",
     "left_aside",
     "left_words",
@@ -645,6 +647,26 @@ def left_aside(message: str) -> str:
     nothing."""
     found = _LEAVING.match(message)
     return found.group(0) if found else ""
+
+
+#: Asking for challenges, not about one: a request ("추천해 줘", "알려 줘", "보여 줘"),
+#: challenges named ("챌린지도 있어?"), or whether there is one to do ("뭐가 있을까요", "할
+#: 만한 거 있어?", "그런 것도 있어?"). "방법 있어?" may ask how to do one shown ("한 번에 지우는
+#: 방법 있어?").
+_ASKS_FOR_CHALLENGES = re.compile(
+    r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건|걸)\s*(?:도\s*)?(?:있|없)"
+    r"|할\s*만한|해\s*볼\s*만한|쪽으로|걸로"
+)
+
+
+def asks_for_challenges(message: str) -> bool:
+    """Whether ``message`` asks for challenges (:data:`_ASKS_FOR_CHALLENGES`), not about one."""
+    return _ASKS_FOR_CHALLENGES.search(message) is not None
+
+
+def in_question_form(message: str) -> bool:
+    """Whether ``message`` is said as a question ("재봉틀 없어도 돼?", "곰팡이 안 펴요?")."""
+    return _ASKING.search(message) is not None
 
 
 def points_among(message: str) -> bool:

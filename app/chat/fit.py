@@ -161,6 +161,19 @@ class FitBank:
         best = np.argsort(-scores)[:k]
         return [self._ids[row] for row in best if np.isfinite(scores[row])]
 
+    def nearer_shown(
+        self, vector: npt.NDArray[np.float32], shown: Iterable[str], text: str | None = None
+    ) -> float | None:
+        """How much better the best-fitting of ``shown`` fits the message than the best of
+        the rest of the catalogue (negative: something else fits it better); None when the
+        bank holds none of them."""
+        rows = [row for doc_id in shown if (row := self._row.get(doc_id)) is not None]
+        if not rows or len(rows) == len(self._ids):
+            return None
+        scores = self._scores(vector, text)
+        rest = np.delete(scores, rows)
+        return float(scores[rows].max() - rest.max())
+
     def categories(
         self, vector: npt.NDArray[np.float32], k: int, text: str | None = None
     ) -> list[Category]:

@@ -25,6 +25,8 @@ from app.rag.corpus import COMPANY, PLACES
 
 __all__ = [
     "ONLY_CONSTRAINTS_MARGIN",
+    "SHOWN_MARGIN",
+    "about_what_was_shown",
     "in_force",
     "in_its_field",
     "situation_of",
@@ -39,6 +41,11 @@ __all__ = [
 #: 0.008 nearer "출장 가서도 …" than its nearest field's, "애들도 같이 할 수 있는 걸로
 #: 부탁해" 0.021 (cosines, the bundled embedder).
 ONLY_CONSTRAINTS_MARGIN = 0.015
+#: How much worse than the best of the rest of the catalogue the challenges just shown may fit
+#: a question read as another field, and it still be about them ("재봉틀 없어도 돼?" after
+#: "헌 청바지로 파우치 만들기"; cosines of app/chat/fit.py): the switches of the intent dev
+#: split that ask for no challenge lie below it, 21 of its 41 "among" turns above.
+SHOWN_MARGIN = -0.03
 #: What a choice among the challenges just shown may have been read as, on its words alone.
 _MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
 #: What a follow-up that leaves something aside may have been read as, on its whole.
@@ -152,6 +159,32 @@ def turned_to(
         None if fit is None else catalogue_evidence(fit.categories(vector, _TURNED_TO_K, words))
     )
     return Intent(IntentKind.SWITCH, intents.topic_category(vector, evidence))
+
+
+def about_what_was_shown(
+    intent: Intent,
+    state: SessionState,
+    *,
+    nearer_shown: float | None,
+    question: bool,
+    asks_for_challenges: bool,
+) -> Intent:
+    """A question read as another field by its meaning alone is about the challenges just
+    shown when it asks for no challenge and they fit it about as well as anything in the
+    catalogue (``nearer_shown`` at least :data:`SHOWN_MARGIN`:
+    :meth:`app.chat.fit.FitBank.nearer_shown`): "곰팡이 안 펴요?" after "유리병으로 화분
+    만들기". ``nearer_shown`` None: not measured (a field named or turned to, something left
+    aside, nothing shown, or no embedding)."""
+    if (
+        intent.kind is IntentKind.SWITCH
+        and state.last_shown
+        and nearer_shown is not None
+        and nearer_shown >= SHOWN_MARGIN
+        and question
+        and not asks_for_challenges
+    ):
+        return Intent(IntentKind.AMONG)
+    return intent
 
 
 def _about_shown(facets: Facets) -> bool:

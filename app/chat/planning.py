@@ -52,7 +52,9 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
+    asks_for_challenges,
     clauses,
+    in_question_form,
     leaving_aside,
     left_words,
     ordinal,
@@ -64,6 +66,7 @@ from app.chat.constraints import (
 from app.chat.fit import FitBank
 from app.chat.follow_up import (
     ONLY_CONSTRAINTS_MARGIN,
+    about_what_was_shown,
     in_force,
     in_its_field,
     situation_of,
@@ -219,6 +222,18 @@ class Planner:
             leaves_aside=wants is not None,
             turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         )
+        if wants is None and (turns_to is None or turns_to.kind is not IntentKind.SWITCH):
+            # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
+            about = about_what_was_shown(
+                intent,
+                state,
+                nearer_shown=self._nearer_shown(turn.message, query, intent, state),
+                question=in_question_form(turn.message),
+                asks_for_challenges=asks_for_challenges(turn.message),
+            )
+            if about.kind is IntentKind.AMONG and intent.kind is not IntentKind.AMONG:
+                facets = replace(facets, question=True)  # a question of them: from their text
+            intent = about
         if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
             intent = what_it_wants(intent, turns_to, state)
         else:
@@ -409,6 +424,22 @@ class Planner:
         if vector is None:
             return None
         return turned_to(words, vector, self._facets, self._intents.dense, self._fit_bank)
+
+    def _nearer_shown(
+        self, message: str, query: _Query, intent: Intent, state: SessionState
+    ) -> float | None:
+        """How much better the challenges just shown fit the message than the rest of the
+        catalogue (:meth:`FitBank.nearer_shown`), measured only where it can matter: a switch
+        naming no field; None otherwise or without the embedding."""
+        if (
+            intent.kind is not IntentKind.SWITCH
+            or self._fit_bank is None
+            or query.vector is None
+            or not state.last_shown
+            or named_category(message) is not None
+        ):
+            return None
+        return self._fit_bank.nearer_shown(query.vector, state.last_shown, message)
 
     def _nearer_a_constraint(self, message: str, query: _Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than

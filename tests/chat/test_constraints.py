@@ -15,8 +15,10 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
+    asks_for_challenges,
     clauses,
     cued,
+    in_question_form,
     leaving_aside,
     left_words,
     ordinal,
@@ -557,6 +559,53 @@ def test_a_critique_turning_to_a_place_stays_in_its_field() -> None:
         another, work, shown, nearer_a_constraint=False, turns_to_a_place=True, leaves_aside=True
     )
     assert left == another
+
+
+def test_a_question_read_as_another_field_is_about_what_was_shown_when_it_fits_them() -> None:
+    """ "재봉틀 없어도 돼?" after a sewing challenge: it asks for no challenge and fits the ones
+    shown about as well as anything else; a request ("… 챌린지도 있어?"), a statement, a
+    poor fit or nothing shown goes where it was read."""
+    from app.chat.follow_up import SHOWN_MARGIN, about_what_was_shown
+
+    shown = _state()
+    elsewhere = Intent(IntentKind.SWITCH, Category.ENERGY_SAVING)
+    near = SHOWN_MARGIN + 0.01
+    asked = {"question": True, "asks_for_challenges": False}
+    assert about_what_was_shown(elsewhere, shown, nearer_shown=near, **asked) == Intent(
+        IntentKind.AMONG
+    )
+    assert about_what_was_shown(elsewhere, shown, nearer_shown=SHOWN_MARGIN - 0.01, **asked) == (
+        elsewhere
+    )
+    assert about_what_was_shown(elsewhere, shown, nearer_shown=None, **asked) == elsewhere
+    assert about_what_was_shown(elsewhere, SessionState("s"), nearer_shown=near, **asked) == (
+        elsewhere
+    )
+    request = {"question": True, "asks_for_challenges": True}
+    assert about_what_was_shown(elsewhere, shown, nearer_shown=near, **request) == elsewhere
+    said = {"question": False, "asks_for_challenges": False}
+    assert about_what_was_shown(elsewhere, shown, nearer_shown=near, **said) == elsewhere
+    more = Intent(IntentKind.MORE)
+    assert about_what_was_shown(more, shown, nearer_shown=near, **asked) == more
+
+
+@pytest.mark.parametrize(
+    ("message", "question", "asks_for_them"),
+    [
+        ("재봉틀 없어도 돼?", True, False),
+        ("곰팡이 안 펴요?", True, False),
+        ("카페에서 텀블러 내밀면 할인도 해줘?", True, False),
+        ("헌 옷으로 뭐 만드는 챌린지도 있어?", True, True),
+        ("집에서 전기 아끼는 방법도 알려줘", False, True),
+        ("저녁은 채소 위주로 먹어볼까 하는데 그런 것도 있어?", True, True),
+        ("좋네요 고마워요", False, False),
+    ],
+)
+def test_a_question_and_a_request_for_challenges_are_told_by_their_words(
+    message: str, question: bool, asks_for_them: bool
+) -> None:
+    assert in_question_form(message) is question
+    assert asks_for_challenges(message) is asks_for_them
 
 
 @pytest.mark.parametrize(

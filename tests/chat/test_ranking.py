@@ -154,6 +154,11 @@ def test_the_best_fitting_challenges_are_found_in_a_category_or_anywhere() -> No
     assert bank.best(query, 2) == ["zw-2", "vg-1"]
     assert bank.best(query, 3, category=Category.ZERO_WASTE) == ["zw-2", "zw-1"]
     assert bank.best(query, 5, category=Category.MEDIA) == [] and bank.best(query, 0) == []
+    # How much better the best of those shown fits than the best of the rest.
+    assert bank.nearer_shown(query, ["zw-1"]) == pytest.approx(0.6 - 1.0)
+    assert bank.nearer_shown(query, ["zw-2", "zw-1"]) == pytest.approx(1.0 - 0.8)
+    assert bank.nearer_shown(query, ["none"]) is None
+    assert bank.nearer_shown(query, ["zw-1", "zw-2", "vg-1"]) is None  # nothing else
 
 
 def test_words_a_message_shares_with_a_title_or_ask_move_its_fit() -> None:
