@@ -209,40 +209,9 @@ class Planner:
         # 말고, 먹을거리를 …"): read for its place, its field, and another field's search.
         wants = await self._wants(turn.message, query)
         facets = await self._read_facets(turn.message, query, wants)
-        intent = with_facets(intent, facets, state)
-        # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
-        turns_to = await self._turns_to(turn.message, query, state)
-        intent = in_its_field(
-            intent,
-            facets,
-            state,
-            # (measured only where it can matter: a switch by meaning)
-            nearer_a_constraint=intent.kind is IntentKind.SWITCH
-            and self._nearer_a_constraint(turn.message, query),
-            leaves_aside=wants is not None,
-            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
+        intent, facets = await self._in_conversation(
+            turn.message, query, intent, facets, wants, state
         )
-        if wants is None and (turns_to is None or turns_to.kind is not IntentKind.SWITCH):
-            # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
-            about = about_what_was_shown(
-                intent,
-                state,
-                nearer_shown=self._nearer_shown(turn.message, query, intent, state),
-                question=in_question_form(turn.message),
-                asks_for_challenges=asks_for_challenges(turn.message),
-            )
-            if about.kind is IntentKind.AMONG and intent.kind is not IntentKind.AMONG:
-                facets = replace(facets, question=True)  # a question of them: from their text
-            intent = about
-        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
-            intent = what_it_wants(intent, turns_to, state)
-        else:
-            intent = what_it_wants(
-                intent,
-                self._wanted(turn.message, wants, state),
-                state,
-                best_fit=self._best_fit(wants),
-            )
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
@@ -320,6 +289,49 @@ class Planner:
             told=told,
             topic=topic,
         )
+
+    async def _in_conversation(
+        self,
+        message: str,
+        query: _Query,
+        intent: Intent,
+        facets: Facets,
+        wants: _Query | None,
+        state: SessionState,
+    ) -> tuple[Intent, Facets]:
+        """The intent read again with the facets and the conversation (app/chat/follow_up.py):
+        a pointer, another field in words, a critique kept in its field, where the message says
+        it turns, a question about what was just shown (then answered from their text), and
+        what a message that leaves something aside ``wants``."""
+        intent = with_facets(intent, facets, state)
+        # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
+        turns_to = await self._turns_to(message, query, state)
+        intent = in_its_field(
+            intent,
+            facets,
+            state,
+            # (measured only where it can matter: a switch by meaning)
+            nearer_a_constraint=intent.kind is IntentKind.SWITCH
+            and self._nearer_a_constraint(message, query),
+            leaves_aside=wants is not None,
+            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
+        )
+        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
+            return what_it_wants(intent, turns_to, state), facets
+        if wants is None:
+            # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
+            about = about_what_was_shown(
+                intent,
+                state,
+                nearer_shown=self._nearer_shown(message, query, intent, state),
+                question=in_question_form(message),
+                asks_for_challenges=asks_for_challenges(message),
+            )
+            if about.kind is IntentKind.AMONG and intent.kind is not IntentKind.AMONG:
+                facets = replace(facets, question=True)  # a question of them: from their text
+            return about, facets
+        wanted = self._wanted(message, wants, state)
+        return what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants)), facets
 
     def _ranked(
         self,
