@@ -36,7 +36,9 @@ switch needs its category too; an ordinary
 question that is decided as a "switch" to the current category is still an ordinary question,
 and so is a general question asked before any category was chosen ("환경 챌린지 처음인데 뭐부터
 해요?") when it is answered in some category: that is what answering it means.
-Results: bench/results/intent.json.
+Results: bench/results/intent.json; with ``--file`` a labelled set of one's own in the same
+format (bench/data/intent/stranger_dev.jsonl, a stranger's follow-ups), beside it as
+intent_<name>.json.
 """
 
 from __future__ import annotations
