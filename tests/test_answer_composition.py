@@ -178,6 +178,27 @@ async def test_a_field_said_in_the_users_words_is_gone_to_and_a_place_so_said_is
     assert {c["category"] for c in answer["challenges"]} == {"DIGITAL_CARBON"}
 
 
+async def test_a_question_of_a_challenge_shown_is_answered_or_said_to_be_unanswered(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "재봉틀 없어도 돼?" points at nothing and the question reader's vote hears no question:
+    # it is about what was shown, and its answer is their text's, or says plainly that the
+    # catalogue does not hold it; never "the nearest of them" as if it chose one.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c3e"}
+    first = {**session, "message": "안 입는 청바지로 뭐 만들 수 있어?"}
+    shown = _titles(_answer(await read_stream(http, FREE, first)))
+    answer = _answer(await read_stream(http, FREE, {**session, "message": "재봉틀 없어도 돼?"}))
+    assert len(answer["challenges"]) == 1 and _titles(answer)[0] in shown
+    recommend = answer["recommend"]
+    body = CATALOGUE[_titles(answer)[0]].body
+    quoted = any(
+        sentence.strip() and sentence.strip() in recommend for sentence in body.split(". ")
+    )
+    assert "담겨 있지 않" in recommend or quoted, recommend
+    assert "가장 가까운" not in recommend, recommend
+
+
 async def test_asking_where_to_begin_gets_the_fields_first_steps_not_a_missing_answer(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -317,21 +317,29 @@ class Planner:
             turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         )
         if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
-            return what_it_wants(intent, turns_to, state), facets
-        if wants is None:
+            intent = what_it_wants(intent, turns_to, state)
+        elif wants is None:
             # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
-            about = about_what_was_shown(
+            intent = about_what_was_shown(
                 intent,
                 state,
                 nearer_shown=self._nearer_shown(message, query, intent, state),
                 question=in_question_form(message),
                 asks_for_challenges=asks_for_challenges(message),
             )
-            if about.kind is IntentKind.AMONG and intent.kind is not IntentKind.AMONG:
-                facets = replace(facets, question=True)  # a question of them: from their text
-            return about, facets
-        wanted = self._wanted(message, wants, state)
-        return what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants)), facets
+        else:
+            wanted = self._wanted(message, wants, state)
+            intent = what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants))
+        if (
+            intent.kind is IntentKind.AMONG
+            and not (facets.question or facets.among or facets.constraints)
+            and in_question_form(message)
+        ):
+            # A question of what was shown that chooses nothing ("재봉틀 없어도 돼?", "비 와도
+            # 돼?"), whatever the question reader's vote: answered from their text, or said
+            # plainly that it does not say, not met with "the nearest of them".
+            facets = replace(facets, question=True)
+        return intent, facets
 
     def _ranked(
         self,
