@@ -44,13 +44,10 @@ async def play(chats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every chat's scores, in order."""
     from app.chat.constraints import Constraint, satisfies
     from app.chat.plan import FreeTextTurn, TurnPlan
-    from app.main import create_app
-    from bench.fit_offline import remember
+    from bench.fit_offline import planner_in_process, remember
 
-    app = create_app()
     rows: list[dict[str, Any]] = []
-    async with app.router.lifespan_context(app) as state:
-        planner = state["chat"].service._planner
+    async with planner_in_process() as planner:
         sessions = planner._sessions
         for number, chat in enumerate(chats):
             session = f"critique-probe-{number}-{time.time_ns()}"

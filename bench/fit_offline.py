@@ -28,6 +28,8 @@ import logging
 import os
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,18 +67,26 @@ async def remember(sessions: Any, plan: Any, shown: tuple[str, ...]) -> None:
     await sessions.record(plan.session_id, turn=turn)
 
 
+@asynccontextmanager
+async def planner_in_process() -> AsyncIterator[Any]:
+    """The gateway's own ``Planner``, its app's lifespan open (the store, the embedder, the
+    example and fit banks), as the gateway plans a turn; no model is asked."""
+    from app.main import create_app
+
+    app = create_app()
+    async with app.router.lifespan_context(app) as state:
+        yield state["chat"].service._planner
+
+
 async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every turn's scores, in order."""
     from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
     from app.config import Settings
     from app.domain.categories import Category
-    from app.main import create_app
     from app.rag.corpus import load_corpus
 
-    app = create_app()
     rows: list[dict[str, Any]] = []
-    async with app.router.lifespan_context(app) as state:
-        planner = state["chat"].service._planner
+    async with planner_in_process() as planner:
         sessions = planner._sessions
         documents = {d.id: d for d in load_corpus(Settings().corpus_path)}
         for convo in convos:

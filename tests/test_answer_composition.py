@@ -17,6 +17,7 @@ import httpx
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from app.chat.answers import sentences_of
 from app.rag.corpus import load_corpus
 from tests.integration_fixtures import READ_TIMEOUT
 from tests.support.gateway import GatewayProcess
@@ -192,9 +193,7 @@ async def test_a_question_of_a_challenge_shown_is_answered_or_said_to_be_unanswe
     assert len(answer["challenges"]) == 1 and _titles(answer)[0] in shown
     recommend = answer["recommend"]
     body = CATALOGUE[_titles(answer)[0]].body
-    quoted = any(
-        sentence.strip() and sentence.strip() in recommend for sentence in body.split(". ")
-    )
+    quoted = any(sentence in recommend for sentence in sentences_of(body))
     assert "담겨 있지 않" in recommend or quoted, recommend
     assert "가장 가까운" not in recommend, recommend
 

@@ -86,6 +86,7 @@ class FitBank:
         self._words = words
         self._ids = [doc_id for doc_id, _ in documents]
         self._categories = [category for _, category in documents]
+        self._category_of = np.array(self._categories, dtype=object)  # for a category's rows
         self._row = {doc_id: row for row, doc_id in enumerate(self._ids)}
         self._passages = np.ascontiguousarray(np.asarray(passages, dtype=np.float32).T)
         self._asks = np.ascontiguousarray(np.asarray(ask_vectors, dtype=np.float32).T)
@@ -157,7 +158,7 @@ class FitBank:
             return []
         scores = self._scores(vector, text)
         if category is not None:
-            scores = np.where(np.array(self._categories) == category, scores, -np.inf)
+            scores = np.where(self._category_of == category, scores, -np.inf)
         best = np.argsort(-scores)[:k]
         return [self._ids[row] for row in best if np.isfinite(scores[row])]
 
