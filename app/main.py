@@ -26,6 +26,7 @@ from app.chat.intent_bank import build_facets, build_intents
 from app.chat.planning import Planner
 from app.chat.sentence_bank import build_fit_bank, build_sentence_bank
 from app.chat.session_backend import open_session_store
+from app.chat.subjects import Subjects
 from app.chat.turn import RecommendationService
 from app.config import (
     AccessSettings,
@@ -137,6 +138,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     sentences=sentences,
                     fit=fit,
                     classics=classics_of(corpus),
+                    subjects=Subjects(corpus),
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

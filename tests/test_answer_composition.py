@@ -208,6 +208,17 @@ async def test_asking_where_to_begin_gets_the_fields_first_steps_not_a_missing_a
     assert _titles(answer)[0] == "텀블러로 음료 마시기"  # zero waste's first classic step
 
 
+async def test_a_fields_ask_that_names_its_subject_gets_what_fits_the_subject(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read by meaning it is a plain ask for energy saving ("대기전력 차단하기" first); it names
+    # the refrigerator, which challenges are about.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    message = {"sessionId": "c3f", "message": "냉장고 전기 아끼는 방법 알려줘"}
+    answer = _answer(await read_stream(http, FREE, message))
+    assert "냉장고" in _titles(answer)[0], _titles(answer)
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

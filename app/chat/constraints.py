@@ -47,6 +47,7 @@ __all__ = [
     "asks_for_challenges",
     "clauses",
     "cued",
+    "field_blanked",
     "in_question_form",
     "leaving_aside",
     "left_aside",
@@ -519,6 +520,12 @@ _A_FIELD = re.compile(
     "(?:" + "|".join(_FIELD_SAID) + r")(?:\s*(?:챌린지|활동|실천))?",
     re.I,
 )
+
+
+def field_blanked(message: str) -> str:
+    """``message`` with the fields it names blanked ("아침 식사 비건 챌린지 추천해줘" → "아침
+    식사   추천해줘"): what else it says (app/chat/subjects.py)."""
+    return _A_FIELD.sub(" ", message)
 
 
 def without_field(message: str) -> str | None:

@@ -54,6 +54,7 @@ from app.chat.constraints import (
     Facets,
     asks_for_challenges,
     clauses,
+    field_blanked,
     in_question_form,
     leaving_aside,
     left_words,
@@ -90,6 +91,7 @@ from app.chat.prompts import PromptInput, answer_messages
 from app.chat.ranking import Ranked, Situation, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
+from app.chat.subjects import Subjects
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
 from app.domain.categories import CITY, Category
@@ -158,6 +160,7 @@ class Planner:
         sentences: SentenceBank | None,
         fit: FitBank | None = None,
         classics: Mapping[Category, tuple[str, ...]] | None = None,
+        subjects: Subjects | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -169,6 +172,8 @@ class Planner:
         self._fit_bank = fit  # None: ranked by retrieval's order, categorized without it
         # Each field's classic first steps (app/rag/corpus.py classics_of): a plain ask's.
         self._classics = classics or {}
+        # What the catalogue's challenges are about: an ask that names one is not plain.
+        self._subjects = subjects
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -230,6 +235,9 @@ class Planner:
             facets.among and not facets.constraints and not points_at_one(turn.message)
         )
         plain = _plain(facets, intent, constraints, told)
+        # "에어컨 전기 아끼는 법 알려줘": plain by meaning, but it names what it is about.
+        subject = plain and self._names_a_subject(turn.message)
+        plain = plain and not subject
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
@@ -260,7 +268,7 @@ class Planner:
             constraints=constraints,
             among=among,
             question=facets.question,
-            fit=None if plain or classics else self._fit(search, pool),
+            fit=None if plain or classics else self._fit(search, pool, subject=subject),
             shown=asked_of,
             starter=plain,
             classics=classics,
@@ -461,6 +469,12 @@ class Planner:
             return None
         return self._fit_bank.nearer_shown(query.vector, state.last_shown, message)
 
+    def _names_a_subject(self, message: str) -> bool:
+        """Whether ``message`` names something challenges are about besides its field
+        ("에어컨 전기 아끼는 법 알려줘", "아침 식사 비건 챌린지 추천해줘"): it reads as a plain
+        ask by meaning, and is answered by what fits it, not by the field's first steps."""
+        return self._subjects is not None and bool(self._subjects.named_in(message))
+
     def _nearer_a_constraint(self, message: str, query: _Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than
         any field's, by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding; False without one)."""
@@ -491,15 +505,20 @@ class Planner:
             log.warning("an embedding besides the turn's failed; read by words", exc_info=True)
             return None
 
-    def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
+    def _fit(
+        self, search: _Query, pool: tuple[Hit, ...], *, subject: bool = False
+    ) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
         None for a follow-up that leans on the conversation's topic ("더 쉬운 거": fitting
         the topic again moved critiques away from what they asked, on the fit bench's dev
-        split), in a burst, or without the bank."""
+        split), in a burst, or without the bank. A field's ask for a ``subject`` ("등산 플로깅
+        챌린지 추천해줘") is fitted by the words of its subject: the field's name would fit
+        the titles that say it ("원격 팀의 비대면 플로깅 챌린지")."""
         if self._fit_bank is None or search.vector is None or not pool:
             return None
         ids = (hit.document.id for hit in pool)
-        return self._fit_bank.fit(search.vector, ids, search.text)
+        words = field_blanked(search.text) if subject else search.text
+        return self._fit_bank.fit(search.vector, ids, words)
 
     async def _read_facets(self, message: str, query: _Query, wants: _Query | None) -> Facets:
         """The message's facets; a message told in clauses is read clause by clause too (an

@@ -1,0 +1,53 @@
+"""What a request names besides its field (app/chat/subjects.py), by the bundled catalogue's
+words."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.chat.subjects import Subjects
+from app.rag.corpus import load_corpus
+from tests.support.store import CORPUS
+
+
+@pytest.fixture(scope="module")
+def subjects() -> Subjects:
+    return Subjects(load_corpus(CORPUS))
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "비건 챌린지 추천해줘",
+        "제로웨이스트 해보고싶은데 하나 알려주세요",
+        "에너지절약 뭐부터 해야돼?",
+        "탄소발자국 챌린지는 어떤 게 있을까?",  # "는" is left of the field's name
+        "쓰레기 줍는 챌린지 하나 해 보고 싶어",  # the field described, not a subject in it
+        "고기 줄이는 비건 챌린지",
+        "요즘 환경에 관심이 생겼어",
+        "환경 챌린지 소개해 줄래?",
+    ],
+)
+def test_a_plain_ask_names_no_subject(subjects: Subjects, message: str) -> None:
+    assert subjects.named_in(message) == ()
+
+
+@pytest.mark.parametrize(
+    ("message", "named"),
+    [
+        ("에어컨 전기 아끼는 법 알려줘", ("에어컨",)),
+        ("아침 식사 비건 챌린지 추천해줘", ("아침", "식사")),
+        ("환경 관련 책이나 영상 챌린지 있어요?", ("책이나", "영상")),  # one syllable, a particle
+        ("장볼 때 쓰레기 줄이는 챌린지 추천해 줘", ("장볼",)),  # "장보기": a verb's stem
+        ("헌 티셔츠 업사이클링 추천해줘", ("헌", "티셔츠")),
+    ],
+)
+def test_a_subject_a_challenge_is_about_is_named(
+    subjects: Subjects, message: str, named: tuple[str, ...]
+) -> None:
+    assert subjects.named_in(message) == named
+
+
+def test_a_word_no_challenge_is_about_is_no_subject(subjects: Subjects) -> None:
+    # No title or keyword says "넷플릭스": the ask stays plain rather than search for it.
+    assert subjects.named_in("넷플릭스 볼 때 디지털 탄소 줄이는 법") == ()
