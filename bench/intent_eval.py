@@ -63,11 +63,13 @@ from app.chat.constraints import (  # noqa: E402
     clauses,
     in_question_form,
     leaving_aside,
+    says_that_one,
     toward,
 )
 from app.chat.follow_up import (  # noqa: E402
     ONLY_CONSTRAINTS_MARGIN,
     about_what_was_shown,
+    beyond_what_was_shown,
     in_its_field,
     turned_to,
     what_it_wants,
@@ -93,6 +95,7 @@ from app.chat.intent_bank import (  # noqa: E402
 )
 from app.chat.sentence_bank import build_fit_bank  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
+from app.chat.subjects import Subjects  # noqa: E402
 from app.domain.categories import Category  # noqa: E402
 from app.rag.corpus import load_corpus  # noqa: E402
 from app.rag.embedder import Embedder, load_embedder  # noqa: E402
@@ -297,7 +300,10 @@ def _served(
     """The gateway's whole reading of a turn with its embedding (``served`` above)."""
     fit = build_fit_bank(embedder, CORPUS)
     facets = build_facets(embedder)
-    titles = {document.title: document.id for document in load_corpus(CORPUS)}
+    corpus = load_corpus(CORPUS)
+    titles = {document.title: document.id for document in corpus}
+    documents = {document.id: document for document in corpus}
+    subjects = Subjects(corpus)
 
     def named(answer: str, i: int) -> tuple[str, ...]:
         """The challenges an earlier answer showed: the catalogue titles it says."""
@@ -351,17 +357,28 @@ def _served(
                 asks_for_challenges=asks_for_challenges(turn.message),
             )
         if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
-            return what_it_wants(intent, turns_to, state)
-        if wanted == turn.message or not state.turns or named_category(turn.message):
-            return intent
-        wants = embedder.embed_queries([wanted])[0]
-        best_fit = fit.categories(wants, 1)
-        return what_it_wants(
-            intent,
-            knn.decide(wanted, wants, state),
-            state,
-            best_fit=best_fit[0] if best_fit else None,
-        )
+            intent = what_it_wants(intent, turns_to, state)
+        elif wanted != turn.message and state.turns and not named_category(turn.message):
+            wants = embedder.embed_queries([wanted])[0]
+            best_fit = fit.categories(wants, 1)
+            intent = what_it_wants(
+                intent,
+                knn.decide(wanted, wants, state),
+                state,
+                best_fit=best_fit[0] if best_fit else None,
+            )
+        if intent.kind is IntentKind.AMONG and not (read.among or read.about_shown):
+            # As Planner._beyond_shown: names what none of those shown, nor their field, says.
+            unsaid = ()
+            if state.last_shown and not says_that_one(turn.message):
+                shown_docs = [documents[i] for i in state.last_shown if i in documents]
+                if shown_docs:
+                    unsaid = subjects.unsaid(turn.message, shown_docs, state.category)
+            fields = subjects.fields_of(unsaid)
+            ranked = fit.categories(vector, 10, turn.message)
+            field = next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+            intent = beyond_what_was_shown(intent, state, unsaid=bool(unsaid), best_fit=field)
+        return intent
 
     return decide
 

@@ -219,6 +219,21 @@ async def test_a_fields_ask_that_names_its_subject_gets_what_fits_the_subject(
     assert "냉장고" in _titles(answer)[0], _titles(answer)
 
 
+async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # After air-conditioning tips, "화질 낮추면 …" read as a choice among them had been answered
+    # with standby power's reason, "'대기전력 차단하기'가 바로 그 이야기를 담은 챌린지예요".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c3g"}
+    await read_stream(http, FREE, {**session, "message": "에어컨 전기 아끼는 법 알려줘"})
+    asked = {**session, "message": "화질 낮추면 탄소가 줄어?"}
+    answer = _answer(await read_stream(http, FREE, asked))
+    assert _titles(answer)[0] == "스트리밍 화질 낮추기", _titles(answer)
+    body = CATALOGUE["스트리밍 화질 낮추기"].body
+    assert any(sentence in answer["recommend"] for sentence in sentences_of(body))
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

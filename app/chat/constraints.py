@@ -56,6 +56,7 @@ __all__ = [
     "points_among",
     "points_at_one",
     "satisfies",
+    "says_that_one",
     "toward",
     "wanting",
     "without_field",
@@ -321,6 +322,8 @@ _AT_ONE = (
     r"|" + _NUMBERED
 )
 _POINTS_AT_ONE = re.compile(_AT_ONE)
+#: "그 다큐", "저 챌린지", "이 방법": a demonstrative before a noun points at what was shown.
+_DEMONSTRATIVE = re.compile(r"(?:^|[\s,.!?])(?:이|그|저)\s+[가-힣]")
 _NUMBERED_ONE = re.compile(_NUMBERED)
 #: Asking how, why, how much, when or where: the words that make a message ask something of a
 #: challenge, whatever else it asks for. Not their indefinite forms ("언제든", "어디서나",
@@ -332,6 +335,12 @@ _HOW_WHY = (
 _ABOUT_SHOWN = re.compile(
     _AT_ONE + r"|위에|방금|아까|" + _HOW_WHY + r"|몇(?!\s*(?:개|가지))|무슨|어느"
 )
+
+
+def says_that_one(message: str) -> bool:
+    """Whether ``message`` points at something shown by a demonstrative before its noun ("그
+    다큐 제목 몇 개만 알려줄 수 있어?") or as one (:func:`points_at_one`)."""
+    return bool(_DEMONSTRATIVE.search(message)) or points_at_one(message)
 
 
 def points_at_one(message: str) -> bool:

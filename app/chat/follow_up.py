@@ -27,6 +27,7 @@ __all__ = [
     "ONLY_CONSTRAINTS_MARGIN",
     "SHOWN_MARGIN",
     "about_what_was_shown",
+    "beyond_what_was_shown",
     "in_force",
     "in_its_field",
     "situation_of",
@@ -185,6 +186,20 @@ def about_what_was_shown(
     ):
         return Intent(IntentKind.AMONG)
     return intent
+
+
+def beyond_what_was_shown(
+    intent: Intent, state: SessionState, *, unsaid: bool, best_fit: Category | None
+) -> Intent:
+    """A choice among what was shown, read by meaning alone (no pointer in its words), that
+    names what none of them says (``unsaid``: app/chat/subjects.py): "화질 낮추면 탄소가 줄어?"
+    after air-conditioning tips asks of streaming, not of them. It is its own ask, in the
+    field whose challenge fits it best (``best_fit``; None: unknown, kept as read)."""
+    if intent.kind is not IntentKind.AMONG or not unsaid or best_fit is None:
+        return intent
+    if best_fit is state.category:
+        return Intent(IntentKind.ASK)
+    return Intent(IntentKind.SWITCH, best_fit)
 
 
 def _about_shown(facets: Facets) -> bool:

@@ -60,6 +60,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
+    says_that_one,
     toward,
     wanting,
     without_field,
@@ -68,6 +69,7 @@ from app.chat.fit import FitBank
 from app.chat.follow_up import (
     ONLY_CONSTRAINTS_MARGIN,
     about_what_was_shown,
+    beyond_what_was_shown,
     in_force,
     in_its_field,
     situation_of,
@@ -338,6 +340,10 @@ class Planner:
         else:
             wanted = self._wanted(message, wants, state)
             intent = what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants))
+        if intent.kind is IntentKind.AMONG and not (facets.among or facets.about_shown):
+            # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
+            unsaid, field = await self._beyond_shown(message, query, state)
+            intent = beyond_what_was_shown(intent, state, unsaid=unsaid, best_fit=field)
         if (
             intent.kind is IntentKind.AMONG
             and not (facets.question or facets.among or facets.constraints)
@@ -468,6 +474,28 @@ class Planner:
         ):
             return None
         return self._fit_bank.nearer_shown(query.vector, state.last_shown, message)
+
+    async def _beyond_shown(
+        self, message: str, query: _Query, state: SessionState
+    ) -> tuple[bool, Category | None]:
+        """Whether ``message`` names a subject that none of the challenges just shown says, nor
+        any other of their field, pointing at none of them ("두 번째 거", "그 다큐"); and the
+        field it is then about: of those whose titles say it, the one whose challenge fits the
+        message best."""
+        if self._subjects is None or not state.last_shown or says_that_one(message):
+            return False, None
+        if not self._subjects.named_in(message):
+            return False, None
+        shown = await self._just_shown(query, state)
+        documents = [hit.document for hit in shown]
+        unsaid = self._subjects.unsaid(message, documents, state.category)
+        if not shown or not unsaid:
+            return False, None
+        fields = self._subjects.fields_of(unsaid)
+        if query.vector is None or self._fit_bank is None:
+            return True, next(iter(fields)) if len(fields) == 1 else None
+        ranked = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
+        return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
 
     def _names_a_subject(self, message: str) -> bool:
         """Whether ``message`` names something challenges are about besides its field

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 
 from app.chat.constraints import field_blanked
+from app.domain.categories import Category
 from app.rag.corpus import Document
 
 __all__ = ["Subjects"]
@@ -48,45 +49,124 @@ _FIELD_STUFF = re.compile(
 #: What follows a one-syllable noun ("옷은", "책이나", "물로").
 _PARTICLE = re.compile(r"이나|나|은|는|이|가|을|를|도|만|으로|로|에|에서|과|와|이랑|랑|하고")
 
+#: A word of two syllables at least, then a particle ("장갑은", "에어컨을", "카페에서").
+_ENDS_IN_PARTICLE = re.compile(r"([가-힣]{2,}?)(?:" + _PARTICLE.pattern + ")")
+
+
+class _Words:
+    """A set of words, met by a message's word as :meth:`meets` says."""
+
+    def __init__(self, words: Iterable[str] = ()) -> None:
+        self._words: set[str] = set()
+        self._by_start: dict[str, set[str]] = {}  # by their first two syllables
+        self.update(words)
+
+    def update(self, words: Iterable[str]) -> None:
+        for word in words:
+            self._words.add(word)
+            if len(word) >= 2:
+                self._by_start.setdefault(word[:2], set()).add(word)
+
+    def meets(self, word: str) -> bool:
+        """Whether one of the words is ``word``, or begins it or is begun by it (two syllables
+        at least; its stem and its form without a particle too: "장볼" and "장보기", "장갑은"
+        and "장갑을"), or is a one-syllable word of it with a particle ("책이나": "책")."""
+        return bool(self.met_by(word))
+
+    def met_by(self, word: str) -> set[str]:
+        """The words ``word`` meets (:meth:`meets`)."""
+        met = {word} & self._words
+        if word[0] in self._words and _PARTICLE.fullmatch(word[1:]):
+            met.add(word[0])
+        for form in _forms(word):
+            met.update(
+                known
+                for known in self._by_start.get(form[:2], ())
+                if form.startswith(known) or known.startswith(form)
+            )
+        return met
+
+    def holds_a_part_of(self, word: str) -> bool:
+        """Whether a word of two syllables at least lies inside ``word`` ("목장갑이면":
+        "장갑")."""
+        return any(
+            word[start:end] in self._words
+            for start in range(len(word) - 1)
+            for end in range(start + 2, len(word) + 1)
+        )
+
 
 class Subjects:
     """The words the catalogue's challenges are about: their titles' and keywords'."""
 
     def __init__(self, documents: Iterable[Document]) -> None:
-        words: set[str] = set()
+        self._titles = _Words()
+        self._fields: dict[str, set[Category]] = {}  # a title's or keyword's word: its fields
+        self._said_in: dict[Category, _Words] = {}  # every word a field's challenges say
         for document in documents:
             for text in (document.title, *document.keywords):
-                words.update(_WORD.findall(text))
-        self._words = frozenset(words)
-        # By their first two syllables: a message's word meets a title's when one begins the
-        # other ("에어컨" and "에어컨은", "세탁할" and "세탁").
-        self._by_start: dict[str, set[str]] = {}
-        for word in words:
-            if len(word) >= 2:
-                self._by_start.setdefault(word[:2], set()).add(word)
+                for word in _WORD.findall(text):
+                    self._titles.update((word,))
+                    self._fields.setdefault(word, set()).add(document.category)
+            self._said_in.setdefault(document.category, _Words()).update(_said(document))
 
     def named_in(self, message: str) -> tuple[str, ...]:
         """The words of ``message`` that name a subject some challenge is about, in order."""
-        named: list[str] = []
-        for word in _WORD.findall(field_blanked(message)):
-            if _ASKING.fullmatch(word) or _FIELD_STUFF.fullmatch(word) or _PARTICLE.fullmatch(word):
-                continue  # ("탄소발자국 챌린지는": "는" is left of the field's name)
-            if self._known(word):
-                named.append(word)
-        return tuple(named)
-
-    def _known(self, word: str) -> bool:
-        if word[0] in self._words and (len(word) == 1 or _PARTICLE.fullmatch(word[1:])):
-            return True  # "옷", "책이나": a one-syllable word of a title, with its particle
-        if len(word) < 2:
-            return False
-        # A verb's stem as it ends before "-ㄹ 때", "-ㄴ": "장볼" is "장보(기)".
-        stem = word[:-1] + _without_final(word[-1])
-        return any(
-            form.startswith(known) or known.startswith(form)
-            for form in dict.fromkeys((word, stem))
-            for known in self._by_start.get(form[:2], ())
+        return tuple(
+            word
+            for word in _WORD.findall(field_blanked(message))
+            # ("탄소발자국 챌린지는": "는" is left of the field's name)
+            if not (_ASKING.fullmatch(word) or _FIELD_STUFF.fullmatch(word))
+            and not _PARTICLE.fullmatch(word)
+            and self._titles.meets(word)
         )
+
+    def unsaid(
+        self, message: str, documents: Iterable[Document], field: Category | None
+    ) -> tuple[str, ...]:
+        """The subjects ``message`` names (:meth:`named_in`) that none of ``documents`` says,
+        nor any challenge of ``field``, in its title, keywords, text or asks: "화질" of "화질
+        낮추면 탄소가 줄어?" after air-conditioning tips ("장갑" after plogging ones is said by
+        other plogging challenges: a question of them). A compound says its parts: "목장갑이면"
+        is said where "장갑을" is."""
+        shown = _Words()
+        for document in documents:
+            shown.update(_said(document))
+        said = [shown, *((self._said_in[field],) if field in self._said_in else ())]
+        return tuple(
+            word
+            for word in self.named_in(message)
+            if not any(words.meets(word) or words.holds_a_part_of(word) for words in said)
+        )
+
+    def fields_of(self, words: Iterable[str]) -> frozenset[Category]:
+        """The fields whose challenges' titles or keywords say one of ``words``."""
+        return frozenset(
+            field
+            for word in words
+            for known in self._titles.met_by(word)
+            for field in self._fields[known]
+        )
+
+
+def _said(document: Document) -> set[str]:
+    """Every word of the challenge's title, keywords, text and asks, and each without its
+    particle ("장갑을": "장갑")."""
+    texts = (document.title, *document.keywords, document.body, *document.asks)
+    words = set(_WORD.findall(" ".join(texts)))
+    return words | {bare.group(1) for word in words if (bare := _ENDS_IN_PARTICLE.fullmatch(word))}
+
+
+def _forms(word: str) -> tuple[str, ...]:
+    """The forms of a word of two syllables at least that another may begin or be begun by:
+    itself, without its particle ("장갑은": "장갑"), and its stem as a verb ends before "-ㄹ
+    때" ("장볼": "장보")."""
+    if len(word) < 2:
+        return ()
+    forms = [word, word[:-1] + _without_final(word[-1])]
+    if bare := _ENDS_IN_PARTICLE.fullmatch(word):
+        forms.append(bare.group(1))
+    return tuple(dict.fromkeys(forms))
 
 
 def _without_final(syllable: str) -> str:

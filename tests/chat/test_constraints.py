@@ -589,6 +589,43 @@ def test_a_question_read_as_another_field_is_about_what_was_shown_when_it_fits_t
     assert about_what_was_shown(more, shown, nearer_shown=near, **asked) == more
 
 
+def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:
+    """ "화질 낮추면 탄소가 줄어?" after air-conditioning tips, read as a choice among them: it
+    names what none of them, nor their field, says, so it asks in the field whose challenges
+    say it (a switch), or in this one (an ask); otherwise it stays a choice among them."""
+    from app.chat.follow_up import beyond_what_was_shown
+
+    shown = _state()  # in VEGAN
+    among = Intent(IntentKind.AMONG)
+    digital = Category.DIGITAL_CARBON
+    assert beyond_what_was_shown(among, shown, unsaid=True, best_fit=digital) == Intent(
+        IntentKind.SWITCH, digital
+    )
+    assert beyond_what_was_shown(among, shown, unsaid=True, best_fit=Category.VEGAN) == Intent(
+        IntentKind.ASK
+    )
+    assert beyond_what_was_shown(among, shown, unsaid=False, best_fit=digital) == among
+    assert beyond_what_was_shown(among, shown, unsaid=True, best_fit=None) == among
+    more = Intent(IntentKind.MORE)
+    assert beyond_what_was_shown(more, shown, unsaid=True, best_fit=digital) == more
+
+
+@pytest.mark.parametrize(
+    ("message", "points"),
+    [
+        ("그 다큐 제목 몇 개만 알려줄 수 있어?", True),
+        ("저 챌린지는 혼자 해도 돼?", True),
+        ("두 번째 거 어떻게 해?", True),
+        ("화질 낮추면 탄소가 줄어?", False),
+        ("그리고 비용은 얼마야?", False),
+    ],
+)
+def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, points: bool) -> None:
+    from app.chat.constraints import says_that_one
+
+    assert says_that_one(message) is points
+
+
 @pytest.mark.parametrize(
     ("message", "question", "asks_for_them"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.chat.subjects import Subjects
+from app.domain.categories import Category
 from app.rag.corpus import load_corpus
 from tests.support.store import CORPUS
 
@@ -51,3 +52,16 @@ def test_a_subject_a_challenge_is_about_is_named(
 def test_a_word_no_challenge_is_about_is_no_subject(subjects: Subjects) -> None:
     # No title or keyword says "넷플릭스": the ask stays plain rather than search for it.
     assert subjects.named_in("넷플릭스 볼 때 디지털 탄소 줄이는 법") == ()
+
+
+def test_what_none_shown_nor_their_field_says_is_unsaid(subjects: Subjects) -> None:
+    documents = {document.id: document for document in load_corpus(CORPUS)}
+    energy = [documents["es-001"], documents["es-002"]]  # standby power, heating and cooling
+    asked = "화질 낮추면 탄소가 줄어?"
+    assert subjects.unsaid(asked, energy, Category.ENERGY_SAVING) == ("화질",)
+    assert Category.DIGITAL_CARBON in subjects.fields_of(("화질",))
+    # A compound says its part: other plogging challenges say "장갑".
+    plogging = [documents["pl-003"]]
+    assert subjects.unsaid("장갑은 목장갑이면 되나요", plogging, Category.PLOGGING) == ()
+    # What the field says is no other subject: energy challenges say the refrigerator.
+    assert subjects.unsaid("냉장고 플러그도 뽑아야 하나요?", energy, Category.ENERGY_SAVING) == ()
