@@ -367,16 +367,23 @@ def _served(
                 state,
                 best_fit=best_fit[0] if best_fit else None,
             )
-        if intent.kind is IntentKind.AMONG and not (read.among or read.about_shown):
-            # As Planner._beyond_shown: names what none of those shown, nor their field, says.
-            unsaid = ()
+        if intent.kind is IntentKind.AMONG and not (
+            read.among or read.about_shown or read.constraints
+        ):
+            # As Planner._beyond_shown: a request about a subject, or a question of what none
+            # of those shown, nor their field, says.
+            unsaid: tuple[str, ...] = ()
+            asks = asks_for_challenges(turn.message)
             if state.last_shown and not says_that_one(turn.message):
+                unsaid = subjects.named_in(turn.message)
                 shown_docs = [documents[i] for i in state.last_shown if i in documents]
-                if shown_docs:
+                if not asks:
                     unsaid = subjects.unsaid(turn.message, shown_docs, state.category)
             fields = subjects.fields_of(unsaid)
             ranked = fit.categories(vector, 10, turn.message)
             field = next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+            if asks and state.category in fields:
+                field = state.category
             intent = beyond_what_was_shown(intent, state, unsaid=bool(unsaid), best_fit=field)
         return intent
 

@@ -219,6 +219,20 @@ async def test_a_fields_ask_that_names_its_subject_gets_what_fits_the_subject(
     assert "냉장고" in _titles(answer)[0], _titles(answer)
 
 
+async def test_after_a_plain_ask_a_follow_up_naming_its_subject_gets_what_fits_it(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The classic first steps answered the plain ask; "에어컨 관련된 것도 있어?" asks for
+    # challenges about air conditioning, not a question of those first steps.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c3h"}
+    await read_stream(http, FREE, {**session, "message": "에너지 절약 챌린지 알려줘"})
+    asked = {**session, "message": "에어컨 관련된 것도 있어?"}
+    answer = _answer(await read_stream(http, FREE, asked))
+    assert "에어컨" in _titles(answer)[0], _titles(answer)
+    assert "질문" not in answer["recommend"], answer["recommend"]
+
+
 async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

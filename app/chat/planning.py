@@ -224,7 +224,10 @@ class Planner:
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         critique = bool(facets.constraints)
-        topic, search = _subject(turn.message, query, intent, state, critique=critique)
+        # It names something challenges are about ("에어컨", "아침 식사"): searched and ranked
+        # by it, not by a field's first steps.
+        names = self._names_a_subject(turn.message)
+        topic, search = _subject(turn.message, query, intent, state, critique=critique, names=names)
         if intent.kind is IntentKind.ANOTHER and wants is not None:
             # Another field is searched for what the message wants, not for what it leaves.
             topic, search = wants.text, wants
@@ -237,9 +240,10 @@ class Planner:
             facets.among and not facets.constraints and not points_at_one(turn.message)
         )
         plain = _plain(facets, intent, constraints, told)
-        # "에어컨 전기 아끼는 법 알려줘": plain by meaning, but it names what it is about.
-        subject = plain and self._names_a_subject(turn.message)
-        plain = plain and not subject
+        # "에어컨 전기 아끼는 법 알려줘": plain by meaning, but it names what it is about; so
+        # does "아침 식사로 할 만한 건 없어?" after a plain ask: no classic first steps for it.
+        subject = plain and names
+        plain = plain and not names
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
@@ -251,10 +255,11 @@ class Planner:
             by_what_it_says=by_what_it_says,
             at=at,
             plain=plain,
+            names=names,
         )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
             topic = _starter_query(category)
-        classics = self._classics_for(category, intent, state, plain=plain)
+        classics = self._classics_for(category, intent, state, plain=plain, names=names)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -340,10 +345,15 @@ class Planner:
         else:
             wanted = self._wanted(message, wants, state)
             intent = what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants))
-        if intent.kind is IntentKind.AMONG and not (facets.among or facets.about_shown):
+        if intent.kind is IntentKind.AMONG and not (
+            facets.among or facets.about_shown or facets.constraints
+        ):
             # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
             unsaid, field = await self._beyond_shown(message, query, state)
             intent = beyond_what_was_shown(intent, state, unsaid=unsaid, best_fit=field)
+            if intent.kind is not IntentKind.AMONG and asks_for_challenges(message):
+                # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
+                facets = replace(facets, question=False)
         if (
             intent.kind is IntentKind.AMONG
             and not (facets.question or facets.among or facets.constraints)
@@ -478,20 +488,30 @@ class Planner:
     async def _beyond_shown(
         self, message: str, query: _Query, state: SessionState
     ) -> tuple[bool, Category | None]:
-        """Whether ``message`` names a subject that none of the challenges just shown says, nor
-        any other of their field, pointing at none of them ("두 번째 거", "그 다큐"); and the
-        field it is then about: of those whose titles say it, the one whose challenge fits the
-        message best."""
+        """Whether ``message``, pointing at none of the challenges just shown ("두 번째 거",
+        "그 다큐"), is about something else: it asks for challenges about a subject
+        ("에어컨 관련된 것도 있어?"), or asks of a subject none of them says, nor any other
+        challenge of their field ("화질 낮추면 탄소가 줄어?" after air-conditioning tips; "장갑은
+        목장갑이면 되나요" after plogging is theirs). And the field it is then about: theirs
+        when a request's subject is in its titles, otherwise, of the fields whose titles say
+        it, the one whose challenge fits the message best."""
         if self._subjects is None or not state.last_shown or says_that_one(message):
             return False, None
-        if not self._subjects.named_in(message):
+        about = self._subjects.named_in(message)
+        if not about:
             return False, None
-        shown = await self._just_shown(query, state)
-        documents = [hit.document for hit in shown]
-        unsaid = self._subjects.unsaid(message, documents, state.category)
-        if not shown or not unsaid:
-            return False, None
-        fields = self._subjects.fields_of(unsaid)
+        asks = asks_for_challenges(message)
+        if not asks:
+            shown = await self._just_shown(query, state)
+            if not shown:
+                return False, None
+            documents = [hit.document for hit in shown]
+            about = self._subjects.unsaid(message, documents, state.category)
+            if not about:
+                return False, None
+        fields = self._subjects.fields_of(about)
+        if asks and state.category in fields:
+            return True, state.category
         if query.vector is None or self._fit_bank is None:
             return True, next(iter(fields)) if len(fields) == 1 else None
         ranked = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
@@ -680,6 +700,7 @@ class Planner:
         by_what_it_says: bool = False,
         at: int | None = None,
         plain: bool = False,
+        names: bool = False,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The answer's category and its candidates, in retrieval's order (a choice among
         those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
@@ -721,7 +742,7 @@ class Planner:
         category, pool = await self._fitting(
             query, category, state, more=more, constraints=constraints
         )
-        classics = self._classics_for(category, intent, state, plain=plain)
+        classics = self._classics_for(category, intent, state, plain=plain, names=names)
         if not classics:
             return category, pool
         return category, await self._with_classics(query, category, state, classics, pool)
@@ -742,11 +763,18 @@ class Planner:
         return (*found, *(hit for hit in pool if hit.document.id not in classics))
 
     def _classics_for(
-        self, category: Category, intent: Intent, state: SessionState, *, plain: bool
+        self,
+        category: Category,
+        intent: Intent,
+        state: SessionState,
+        *,
+        plain: bool,
+        names: bool = False,
     ) -> tuple[str, ...]:
         """The field's classic first steps, in their order, for a plain ask for it and for
-        more of it or a critique of it after (:func:`_after_plain`); none otherwise."""
-        if plain or _after_plain(intent, state, category):
+        more of it or a critique of it after (:func:`_after_plain`), unless that ``names`` a
+        subject of its own; none otherwise."""
+        if plain or (_after_plain(intent, state, category) and not names):
             return self._classics.get(category, ())
         return ()
 
@@ -1030,18 +1058,28 @@ def _after_plain(intent: Intent, state: SessionState, category: Category) -> boo
 
 
 def _subject(
-    message: str, query: _Query, intent: Intent, state: SessionState, *, critique: bool
+    message: str,
+    query: _Query,
+    intent: Intent,
+    state: SessionState,
+    *,
+    critique: bool,
+    names: bool = False,
 ) -> tuple[str, _Query]:
     """What the turn is about, and what to search with. A follow-up ("비슷한 거 더", "돈 안
     드는 걸로만") says little of its own subject: it searches with the conversation's topic
-    before its words, and keeps the topic; back to where the conversation began ("처음
-    얘기로 돌아가자"), with the topic it began with; anything else is its own topic."""
+    before its words, and keeps the topic, unless the topic is a field's first steps (a plain
+    ask) and it ``names`` a subject ("점심 도시락으로 할 만한 것도 있어?"); back to where the
+    conversation began ("처음 얘기로 돌아가자"), with the topic it began with; anything else
+    is its own topic."""
     if intent.kind is IntentKind.BACK_TO_BASE and (began := _first_topic(state)):
         return began, _Query(began, lexical=query.lexical)
     follow_up = intent.kind in (IntentKind.MORE, IntentKind.AMONG) or (
         intent.kind is IntentKind.ASK and critique
     )
     if not follow_up or not state.topic:
+        return message, query
+    if names and state.category is not None and state.topic == _starter_query(state.category):
         return message, query
     text = f"{state.topic} {message}"
     return state.topic, _Query(text, lexical=query.lexical)
