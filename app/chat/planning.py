@@ -244,6 +244,8 @@ class Planner:
         # does "아침 식사로 할 만한 건 없어?" after a plain ask: no classic first steps for it.
         subject = plain and names
         plain = plain and not names
+        if subject:  # its words search by its subject: "플로깅 챌린지" would find that title
+            search = replace(search, text=field_blanked(search.text))
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
@@ -275,7 +277,7 @@ class Planner:
             constraints=constraints,
             among=among,
             question=facets.question,
-            fit=None if plain or classics else self._fit(search, pool, subject=subject),
+            fit=None if plain or classics else self._fit(search, pool),
             shown=asked_of,
             starter=plain,
             classics=classics,
@@ -553,20 +555,15 @@ class Planner:
             log.warning("an embedding besides the turn's failed; read by words", exc_info=True)
             return None
 
-    def _fit(
-        self, search: _Query, pool: tuple[Hit, ...], *, subject: bool = False
-    ) -> dict[str, float] | None:
+    def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
         None for a follow-up that leans on the conversation's topic ("더 쉬운 거": fitting
         the topic again moved critiques away from what they asked, on the fit bench's dev
-        split), in a burst, or without the bank. A field's ask for a ``subject`` ("등산 플로깅
-        챌린지 추천해줘") is fitted by the words of its subject: the field's name would fit
-        the titles that say it ("원격 팀의 비대면 플로깅 챌린지")."""
+        split), in a burst, or without the bank."""
         if self._fit_bank is None or search.vector is None or not pool:
             return None
         ids = (hit.document.id for hit in pool)
-        words = field_blanked(search.text) if subject else search.text
-        return self._fit_bank.fit(search.vector, ids, words)
+        return self._fit_bank.fit(search.vector, ids, search.text)
 
     async def _read_facets(self, message: str, query: _Query, wants: _Query | None) -> Facets:
         """The message's facets; a message told in clauses is read clause by clause too (an
