@@ -217,6 +217,10 @@ async def test_a_fields_ask_that_names_its_subject_gets_what_fits_the_subject(
     message = {"sessionId": "c3f", "message": "냉장고 전기 아끼는 방법 알려줘"}
     answer = _answer(await read_stream(http, FREE, message))
     assert "냉장고" in _titles(answer)[0], _titles(answer)
+    # By the whole message, "플로깅 챌린지" found "원격 팀의 비대면 플로깅 챌린지" first.
+    hiking = {"sessionId": "c3f2", "message": "등산 플로깅 챌린지 추천해줘"}
+    answer = _answer(await read_stream(http, FREE, hiking))
+    assert "등산" in _titles(answer)[0], _titles(answer)
 
 
 async def test_after_a_plain_ask_a_follow_up_naming_its_subject_gets_what_fits_it(

@@ -244,8 +244,14 @@ class Planner:
         # does "아침 식사로 할 만한 건 없어?" after a plain ask: no classic first steps for it.
         subject = plain and names
         plain = plain and not names
-        if subject:  # its words search by its subject: "플로깅 챌린지" would find that title
-            search = replace(search, text=field_blanked(search.text))
+        if subject:
+            # Searched and fitted by its subject alone: by the whole, "등산 플로깅 챌린지
+            # 추천해줘" finds "원격 팀의 비대면 플로깅 챌린지" (its title, its meaning) first.
+            blanked = field_blanked(search.text)
+            vector = await self._embedding_if_free(blanked) if not search.lexical else None
+            search = replace(
+                search, text=blanked, vector=search.vector if vector is None else vector
+            )
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
