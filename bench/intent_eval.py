@@ -63,6 +63,7 @@ from app.chat.constraints import (  # noqa: E402
     clauses,
     in_question_form,
     leaving_aside,
+    requests_challenges,
     says_that_one,
     toward,
 )
@@ -373,7 +374,7 @@ def _served(
             # As Planner._beyond_shown: a request about a subject, or a question of what none
             # of those shown, nor their field, says.
             unsaid: tuple[str, ...] = ()
-            asks = asks_for_challenges(turn.message)
+            asks = requests_challenges(turn.message)
             if state.last_shown and not says_that_one(turn.message):
                 unsaid = subjects.named_in(turn.message)
                 shown_docs = [documents[i] for i in state.last_shown if i in documents]

@@ -55,6 +55,7 @@ __all__ = [
     "ordinal",
     "points_among",
     "points_at_one",
+    "requests_challenges",
     "satisfies",
     "says_that_one",
     "toward",
@@ -673,6 +674,21 @@ _ASKS_FOR_CHALLENGES = re.compile(
     r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건|걸)\s*(?:도\s*)?(?:있|없)"
     r"|할\s*만한|해\s*볼\s*만한|쪽으로|걸로"
 )
+
+
+#: Asking for challenges in so many words ("에어컨 관련된 것도 있어?", "추천해 줘", "할 만한
+#: 거"): :data:`_ASKS_FOR_CHALLENGES` without the words that say how they are wanted ("걸로",
+#: "쪽으로"), which a question of a challenge shown says too ("멀티탭 스위치 있는 걸로 새로
+#: 사야 돼?").
+_REQUESTS_CHALLENGES = re.compile(
+    r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건)\s*(?:도\s*)?(?:있|없)"
+    r"|할\s*만한|해\s*볼\s*만한"
+)
+
+
+def requests_challenges(message: str) -> bool:
+    """Whether ``message`` asks for challenges in so many words (:data:`_REQUESTS_CHALLENGES`)."""
+    return _REQUESTS_CHALLENGES.search(message) is not None
 
 
 def asks_for_challenges(message: str) -> bool:

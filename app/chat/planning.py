@@ -60,6 +60,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
+    requests_challenges,
     says_that_one,
     toward,
     wanting,
@@ -359,7 +360,7 @@ class Planner:
             # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
             unsaid, field = await self._beyond_shown(message, query, state)
             intent = beyond_what_was_shown(intent, state, unsaid=unsaid, best_fit=field)
-            if intent.kind is not IntentKind.AMONG and asks_for_challenges(message):
+            if intent.kind is not IntentKind.AMONG and requests_challenges(message):
                 # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
                 facets = replace(facets, question=False)
         if (
@@ -508,7 +509,7 @@ class Planner:
         about = self._subjects.named_in(message)
         if not about:
             return False, None
-        asks = asks_for_challenges(message)
+        asks = requests_challenges(message)
         if not asks:
             shown = await self._just_shown(query, state)
             if not shown:

@@ -611,6 +611,22 @@ def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:
 
 
 @pytest.mark.parametrize(
+    ("message", "requests"),
+    [
+        ("에어컨 관련된 것도 있어?", True),
+        ("아침 식사로 할 만한 건 없어?", True),
+        ("비슷한 거 추천해 줘", True),
+        ("멀티탭 스위치 있는 걸로 새로 사야 돼?", False),  # a question of one shown
+        ("장갑은 목장갑이면 되나요", False),
+    ],
+)
+def test_a_request_for_challenges_is_told_by_its_words(message: str, requests: bool) -> None:
+    from app.chat.constraints import requests_challenges
+
+    assert requests_challenges(message) is requests
+
+
+@pytest.mark.parametrize(
     ("message", "points"),
     [
         ("그 다큐 제목 몇 개만 알려줄 수 있어?", True),
