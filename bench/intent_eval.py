@@ -369,7 +369,7 @@ def _served(
                 best_fit=best_fit[0] if best_fit else None,
             )
         if intent.kind is IntentKind.AMONG and not (
-            read.among or read.about_shown or read.constraints
+            read.among or read.about_shown or read.constraints or read.location or read.work_type
         ):
             # As Planner._beyond_shown: a request about a subject, or a question of what none
             # of those shown, nor their field, says.

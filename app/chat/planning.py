@@ -227,7 +227,7 @@ class Planner:
         critique = bool(facets.constraints)
         # It names something challenges are about ("에어컨", "아침 식사"): searched and ranked
         # by it, not by a field's first steps.
-        names = self._names_a_subject(turn.message)
+        names = _reads_no_situation(facets) and self._names_a_subject(turn.message)
         topic, search = _subject(turn.message, query, intent, state, critique=critique, names=names)
         if intent.kind is IntentKind.ANOTHER and wants is not None:
             # Another field is searched for what the message wants, not for what it leaves.
@@ -354,8 +354,10 @@ class Planner:
         else:
             wanted = self._wanted(message, wants, state)
             intent = what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants))
-        if intent.kind is IntentKind.AMONG and not (
-            facets.among or facets.about_shown or facets.constraints
+        if (
+            intent.kind is IntentKind.AMONG
+            and not (facets.among or facets.about_shown)
+            and _reads_no_situation(facets)
         ):
             # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
             unsaid, field = await self._beyond_shown(message, query, state)
@@ -1042,6 +1044,12 @@ def _plain(
         and not facets.question
         and not facets.among
     )
+
+
+def _reads_no_situation(facets: Facets) -> bool:
+    """Whether the turn says no constraint, place or work: its words that name one ("집에서",
+    "동료들이랑", "현장") are the facets', not a subject (app/chat/subjects.py)."""
+    return not (facets.constraints or facets.location or facets.work_type)
 
 
 def _first_topic(state: SessionState) -> str | None:

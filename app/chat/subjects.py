@@ -9,10 +9,11 @@ books and films. Such an ask is answered by what fits it, not by "대기전력 �
     message -> without the field's name (app/chat/constraints.py ``field_blanked``)
             -> its words, less the words of asking ("추천해 줘", "뭐부터 하면 돼?") and the
                fields' own words ("쓰레기", "탄소", "줄이는")
-            -> those a challenge's title or keywords say too: the subject
+            -> those a challenge's keywords say too: the subject
 
 The catalogue's words decide what is a subject, so a word no challenge is about ("요즘",
-"소개해 줘") never turns a plain ask into a search for it.
+"소개해 줘") never turns a plain ask into a search for it. Where and with whom ("집에서",
+"동료들이랑") are the facets' to read (app/chat/constraints.py), not subjects.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ _ASKING = re.compile(
     r"|실천|관련|관심|위한|위해|대한|대해|보호|지구|환경|요즘|혹시|그냥|한번|같은|생겼)\w*"
     r"|줘|줘요|주세요|주라|줄|줄래|줄래요|주실래요|해|해요|해서|해도|하는|할|한|수|것|거|게|건|걸"
     r"|법|팁|요|나|저|제가|내가|난|좀|때"
+    # a count, a time, a change: "몇 개만 더", "짬 날 때", "다시", "바꿔서", "주말에", "전체가"
+    r"|(?:개|가지|번|날|일|다시|새로|바꿔|바꾸|보자|주로|전체|단체|시간|주말|평일|오늘|내일)\w*"
 )
 #: What the fields are made of: a field described, not a subject in it ("쓰레기 줍는 챌린지",
 #: "탄소 배출 줄이는", "일회용품 안 쓰는", "재활용품으로 뭐 만드는", "고기 줄이는 비건").
@@ -97,16 +100,17 @@ class _Words:
 
 
 class Subjects:
-    """The words the catalogue's challenges are about: their titles' and keywords'."""
+    """The words the catalogue's challenges are about: their keywords' (what each is about,
+    authored; a title's words also say what to do, "보자", "더", "바꿔")."""
 
     def __init__(self, documents: Iterable[Document]) -> None:
-        self._titles = _Words()
-        self._fields: dict[str, set[Category]] = {}  # a title's or keyword's word: its fields
+        self._about = _Words()
+        self._fields: dict[str, set[Category]] = {}  # a keyword's word: its fields
         self._said_in: dict[Category, _Words] = {}  # every word a field's challenges say
         for document in documents:
-            for text in (document.title, *document.keywords):
+            for text in document.keywords:
                 for word in _WORD.findall(text):
-                    self._titles.update((word,))
+                    self._about.update((word,))
                     self._fields.setdefault(word, set()).add(document.category)
             self._said_in.setdefault(document.category, _Words()).update(_said(document))
 
@@ -118,7 +122,7 @@ class Subjects:
             # ("탄소발자국 챌린지는": "는" is left of the field's name)
             if not (_ASKING.fullmatch(word) or _FIELD_STUFF.fullmatch(word))
             and not _PARTICLE.fullmatch(word)
-            and self._titles.meets(word)
+            and self._about.meets(word)
         )
 
     def unsaid(
@@ -140,11 +144,11 @@ class Subjects:
         )
 
     def fields_of(self, words: Iterable[str]) -> frozenset[Category]:
-        """The fields whose challenges' titles or keywords say one of ``words``."""
+        """The fields whose challenges' keywords say one of ``words``."""
         return frozenset(
             field
             for word in words
-            for known in self._titles.met_by(word)
+            for known in self._about.met_by(word)
             for field in self._fields[known]
         )
 
