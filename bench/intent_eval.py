@@ -44,6 +44,7 @@ intent_<name>.json.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import time
@@ -59,9 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from app.chat.constraints import (  # noqa: E402
-    asks_for_challenges,
     clauses,
-    in_question_form,
     leaving_aside,
     requests_challenges,
     says_that_one,
@@ -69,12 +68,8 @@ from app.chat.constraints import (  # noqa: E402
 )
 from app.chat.follow_up import (  # noqa: E402
     ONLY_CONSTRAINTS_MARGIN,
-    about_what_was_shown,
-    beyond_what_was_shown,
-    in_its_field,
+    in_conversation,
     turned_to,
-    what_it_wants,
-    with_facets,
 )
 from app.chat.intent import (  # noqa: E402
     Evidence,
@@ -312,6 +307,58 @@ def _served(
             f"shown-{i}",
         )
 
+    class TurnReadings:
+        """As Planner's ``_Readings``, on this bench's own banks (app/chat/follow_up.py)."""
+
+        def __init__(self, message: str, vector: np.ndarray, state: SessionState) -> None:
+            self.message, self.vector, self.state = message, vector, state
+            self.names_a_field = named_category(message) is not None
+
+        async def turns_to(self) -> Intent | None:
+            # Where it says it turns ("먹는 거 쪽으로", "회사 쪽으로는").
+            words = toward(self.message)
+            if words is None or not self.state.turns or self.names_a_field:
+                return None
+            return turned_to(words, embedder.embed_queries([words])[0], facets, knn, fit)
+
+        def nearer_a_constraint(self) -> bool:
+            nearer = facets.dense.nearest_constraint(self.vector) - knn.nearest_topic(self.vector)
+            return not self.names_a_field and nearer >= ONLY_CONSTRAINTS_MARGIN
+
+        def nearer_shown(self, intent: Intent) -> float | None:
+            state = self.state
+            if intent.kind is not IntentKind.SWITCH or not state.last_shown or self.names_a_field:
+                return None
+            return fit.nearer_shown(self.vector, state.last_shown, self.message)
+
+        def wanted(self) -> tuple[Intent | None, Category | None]:
+            words = leaving_aside(self.message)
+            vector = embedder.embed_queries([words])[0]
+            best = fit.categories(vector, 1, words)
+            best_fit = best[0] if best else None
+            if not self.state.turns or self.names_a_field:
+                return None, best_fit
+            return knn.decide(words, vector, self.state), best_fit
+
+        async def beyond_shown(self) -> tuple[bool, Category | None]:
+            state, message = self.state, self.message
+            if not state.last_shown or says_that_one(message):
+                return False, None
+            about = subjects.named_in(message)
+            if not about:
+                return False, None
+            asks = requests_challenges(message)
+            if not asks:
+                shown = [documents[i] for i in state.last_shown if i in documents]
+                about = subjects.unsaid(message, shown, state.category) if shown else ()
+                if not about:
+                    return False, None
+            fields = subjects.fields_of(about)
+            if asks and state.category in fields:
+                return True, state.category
+            ranked = fit.categories(self.vector, 10, message)
+            return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))
         # Each earlier turn showed challenges (the history's answers list them).
@@ -323,70 +370,12 @@ def _served(
         parts = clauses(turn.message)
         pieces = list(embedder.embed_queries(parts)) if parts else []
         read = facets.read(turn.message, vector, pieces)
-        intent = with_facets(intent, read, state)
-        wanted = leaving_aside(turn.message)
-        # As Planner._nearer_a_constraint: nearer a constraint's example than any field's.
-        nearer = (
-            named_category(turn.message) is None
-            and facets.dense.nearest_constraint(vector) - knn.nearest_topic(vector)
-            >= ONLY_CONSTRAINTS_MARGIN
+        readings = TurnReadings(turn.message, vector, state)
+        leaves_aside = leaving_aside(turn.message) != turn.message
+        reading = in_conversation(
+            turn.message, intent, read, state, readings, leaves_aside=leaves_aside
         )
-        # As Planner._turns_to: where it says it turns ("먹는 거 쪽으로", "회사 쪽으로는").
-        words = toward(turn.message)
-        turns_to = None
-        if words is not None and state.turns and named_category(turn.message) is None:
-            words_vector = embedder.embed_queries([words])[0]
-            turns_to = turned_to(words, words_vector, facets, knn, fit)
-        intent = in_its_field(
-            intent,
-            read,
-            state,
-            nearer_a_constraint=nearer,
-            leaves_aside=wanted != turn.message,
-            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
-        )
-        if wanted == turn.message and (turns_to is None or turns_to.kind is not IntentKind.SWITCH):
-            # As Planner._nearer_shown: a switch or a choice among, naming no field.
-            nearer_shown = None
-            if intent.kind is IntentKind.SWITCH and not named_category(turn.message):
-                nearer_shown = fit.nearer_shown(vector, state.last_shown, turn.message)
-            intent = about_what_was_shown(
-                intent,
-                state,
-                nearer_shown=nearer_shown,
-                question=in_question_form(turn.message),
-                asks_for_challenges=asks_for_challenges(turn.message),
-            )
-        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
-            intent = what_it_wants(intent, turns_to, state)
-        elif wanted != turn.message and state.turns and not named_category(turn.message):
-            wants = embedder.embed_queries([wanted])[0]
-            best_fit = fit.categories(wants, 1)
-            intent = what_it_wants(
-                intent,
-                knn.decide(wanted, wants, state),
-                state,
-                best_fit=best_fit[0] if best_fit else None,
-            )
-        if intent.kind is IntentKind.AMONG and not (
-            read.among or read.about_shown or read.constraints or read.location or read.work_type
-        ):
-            # As Planner._beyond_shown: a request about a subject, or a question of what none
-            # of those shown, nor their field, says.
-            unsaid: tuple[str, ...] = ()
-            asks = requests_challenges(turn.message)
-            if state.last_shown and not says_that_one(turn.message):
-                unsaid = subjects.named_in(turn.message)
-                shown_docs = [documents[i] for i in state.last_shown if i in documents]
-                if not asks:
-                    unsaid = subjects.unsaid(turn.message, shown_docs, state.category)
-            fields = subjects.fields_of(unsaid)
-            ranked = fit.categories(vector, 10, turn.message)
-            field = next((c for c in ranked if c in fields), ranked[0] if ranked else None)
-            if asks and state.category in fields:
-                field = state.category
-            intent = beyond_what_was_shown(intent, state, unsaid=bool(unsaid), best_fit=field)
-        return intent
+        return asyncio.run(reading)[0]
 
     return decide
 

@@ -12,10 +12,21 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Protocol
+
 import numpy as np
 import numpy.typing as npt
 
-from app.chat.constraints import Constraint, FacetReaders, Facets, cued
+from app.chat.constraints import (
+    Constraint,
+    FacetReaders,
+    Facets,
+    asks_for_challenges,
+    cued,
+    in_question_form,
+    requests_challenges,
+)
 from app.chat.fit import FitBank
 from app.chat.intent import Intent, IntentClassifier, IntentKind, catalogue_evidence
 from app.chat.ranking import Situation
@@ -26,10 +37,13 @@ from app.rag.corpus import COMPANY, PLACES
 __all__ = [
     "ONLY_CONSTRAINTS_MARGIN",
     "SHOWN_MARGIN",
+    "Readings",
     "about_what_was_shown",
     "beyond_what_was_shown",
+    "in_conversation",
     "in_force",
     "in_its_field",
+    "reads_no_situation",
     "situation_of",
     "told_so_far",
     "turned_to",
@@ -270,3 +284,101 @@ def situation_of(state: SessionState, told: tuple[str, ...]) -> Situation:
         return Situation(state.location, state.work_type, given=True)
     said = dict(label.split(":", 1) for label in told)
     return Situation(said.get("at"), said.get("job"))
+
+
+class Readings(Protocol):
+    """What reading a turn in its conversation measures, each asked only where it can matter:
+    the gateway's on its banks and store (app/chat/planning.py), the intent bench's on its own
+    (bench/intent_eval.py), so that both read a turn in the one order of
+    :func:`in_conversation`."""
+
+    async def turns_to(self) -> Intent | None:
+        """Where the message says it turns in its own words (:func:`turned_to`)."""
+        ...
+
+    def nearer_a_constraint(self) -> bool:
+        """Whether it lies nearer a constraint's example than any field's, by
+        :data:`ONLY_CONSTRAINTS_MARGIN` (asked for a switch read by meaning only)."""
+        ...
+
+    def nearer_shown(self, intent: Intent) -> float | None:
+        """:meth:`app.chat.fit.FitBank.nearer_shown`, for a switch naming no field; None."""
+        ...
+
+    def wanted(self) -> tuple[Intent | None, Category | None]:
+        """What a message that leaves something aside wants, read alone, and the field whose
+        challenge fits those words best (asked only of such a message)."""
+        ...
+
+    async def beyond_shown(self) -> tuple[bool, Category | None]:
+        """Whether a choice among what was shown is about something else, and its field
+        (:func:`beyond_what_was_shown`)."""
+        ...
+
+
+async def in_conversation(
+    message: str,
+    intent: Intent,
+    facets: Facets,
+    state: SessionState,
+    readings: Readings,
+    *,
+    leaves_aside: bool,
+) -> tuple[Intent, Facets]:
+    """The intent read again with the facets and the conversation: a pointer, another field in
+    words, a critique kept in its field, where the message says it turns, a question about what
+    was just shown (then answered from their text), what a message that leaves something aside
+    (``leaves_aside``) wants, and a choice among that is about something else; and the facets,
+    a question of what was shown said to be one."""
+    intent = with_facets(intent, facets, state)
+    # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
+    turns_to = await readings.turns_to()
+    intent = in_its_field(
+        intent,
+        facets,
+        state,
+        nearer_a_constraint=intent.kind is IntentKind.SWITCH and readings.nearer_a_constraint(),
+        leaves_aside=leaves_aside,
+        turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
+    )
+    if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
+        intent = what_it_wants(intent, turns_to, state)
+    elif not leaves_aside:
+        # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
+        intent = about_what_was_shown(
+            intent,
+            state,
+            nearer_shown=readings.nearer_shown(intent),
+            question=in_question_form(message),
+            asks_for_challenges=asks_for_challenges(message),
+        )
+    else:
+        wanted, best_fit = readings.wanted()
+        intent = what_it_wants(intent, wanted, state, best_fit=best_fit)
+    if (
+        intent.kind is IntentKind.AMONG
+        and not (facets.among or facets.about_shown)
+        and reads_no_situation(facets)
+    ):
+        # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
+        unsaid, field = await readings.beyond_shown()
+        intent = beyond_what_was_shown(intent, state, unsaid=unsaid, best_fit=field)
+        if intent.kind is not IntentKind.AMONG and requests_challenges(message):
+            # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
+            facets = replace(facets, question=False)
+    if (
+        intent.kind is IntentKind.AMONG
+        and not (facets.question or facets.among or facets.constraints)
+        and in_question_form(message)
+    ):
+        # A question of what was shown that chooses nothing ("재봉틀 없어도 돼?", "비 와도
+        # 돼?"), whatever the question reader's vote: answered from their text, or said plainly
+        # that it does not say, not met with "the nearest of them".
+        facets = replace(facets, question=True)
+    return intent, facets
+
+
+def reads_no_situation(facets: Facets) -> bool:
+    """Whether the turn says no constraint, place or work: its words that name one ("집에서",
+    "동료들이랑", "현장") are the facets', not a subject (app/chat/subjects.py)."""
+    return not (facets.constraints or facets.location or facets.work_type)

@@ -52,10 +52,8 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
-    asks_for_challenges,
     clauses,
     field_blanked,
-    in_question_form,
     leaving_aside,
     left_words,
     ordinal,
@@ -69,15 +67,12 @@ from app.chat.constraints import (
 from app.chat.fit import FitBank
 from app.chat.follow_up import (
     ONLY_CONSTRAINTS_MARGIN,
-    about_what_was_shown,
-    beyond_what_was_shown,
+    in_conversation,
     in_force,
-    in_its_field,
+    reads_no_situation,
     situation_of,
     told_so_far,
     turned_to,
-    what_it_wants,
-    with_facets,
 )
 from app.chat.intent import (
     Evidence,
@@ -151,6 +146,34 @@ class _Query:
     text: str
     vector: QueryVector | None = None
     lexical: bool = False  # read without its embedding (a burst): sparse-only search
+
+
+@dataclass(frozen=True, slots=True)
+class _Readings:
+    """:class:`app.chat.follow_up.Readings` of one turn, on the planner's banks and store."""
+
+    planner: Planner
+    message: str
+    query: _Query
+    wants: _Query | None
+    state: SessionState
+
+    async def turns_to(self) -> Intent | None:
+        return await self.planner._turns_to(self.message, self.query, self.state)
+
+    def nearer_a_constraint(self) -> bool:
+        return self.planner._nearer_a_constraint(self.message, self.query)
+
+    def nearer_shown(self, intent: Intent) -> float | None:
+        return self.planner._nearer_shown(self.message, self.query, intent, self.state)
+
+    def wanted(self) -> tuple[Intent | None, Category | None]:
+        planner = self.planner
+        wanted = planner._wanted(self.message, self.wants, self.state)
+        return wanted, planner._best_fit(self.wants)
+
+    async def beyond_shown(self) -> tuple[bool, Category | None]:
+        return await self.planner._beyond_shown(self.message, self.query, self.state)
 
 
 class Planner:
@@ -227,7 +250,7 @@ class Planner:
         critique = bool(facets.constraints)
         # It names something challenges are about ("에어컨", "아침 식사"): searched and ranked
         # by it, not by a field's first steps.
-        names = _reads_no_situation(facets) and self._names_a_subject(turn.message)
+        names = reads_no_situation(facets) and self._names_a_subject(turn.message)
         topic, search = _subject(turn.message, query, intent, state, critique=critique, names=names)
         if intent.kind is IntentKind.ANOTHER and wants is not None:
             # Another field is searched for what the message wants, not for what it leaves.
@@ -323,58 +346,12 @@ class Planner:
         wants: _Query | None,
         state: SessionState,
     ) -> tuple[Intent, Facets]:
-        """The intent read again with the facets and the conversation (app/chat/follow_up.py):
-        a pointer, another field in words, a critique kept in its field, where the message says
-        it turns, a question about what was just shown (then answered from their text), and
-        what a message that leaves something aside ``wants``."""
-        intent = with_facets(intent, facets, state)
-        # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
-        turns_to = await self._turns_to(message, query, state)
-        intent = in_its_field(
-            intent,
-            facets,
-            state,
-            # (measured only where it can matter: a switch by meaning)
-            nearer_a_constraint=intent.kind is IntentKind.SWITCH
-            and self._nearer_a_constraint(message, query),
-            leaves_aside=wants is not None,
-            turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
+        """The intent and facets read with the conversation (:func:`in_conversation`), measured
+        on the gateway's banks and store."""
+        readings = _Readings(self, message, query, wants, state)
+        return await in_conversation(
+            message, intent, facets, state, readings, leaves_aside=wants is not None
         )
-        if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
-            intent = what_it_wants(intent, turns_to, state)
-        elif wants is None:
-            # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
-            intent = about_what_was_shown(
-                intent,
-                state,
-                nearer_shown=self._nearer_shown(message, query, intent, state),
-                question=in_question_form(message),
-                asks_for_challenges=asks_for_challenges(message),
-            )
-        else:
-            wanted = self._wanted(message, wants, state)
-            intent = what_it_wants(intent, wanted, state, best_fit=self._best_fit(wants))
-        if (
-            intent.kind is IntentKind.AMONG
-            and not (facets.among or facets.about_shown)
-            and _reads_no_situation(facets)
-        ):
-            # "화질 낮추면 탄소가 줄어?" after air-conditioning tips: not about them.
-            unsaid, field = await self._beyond_shown(message, query, state)
-            intent = beyond_what_was_shown(intent, state, unsaid=unsaid, best_fit=field)
-            if intent.kind is not IntentKind.AMONG and requests_challenges(message):
-                # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
-                facets = replace(facets, question=False)
-        if (
-            intent.kind is IntentKind.AMONG
-            and not (facets.question or facets.among or facets.constraints)
-            and in_question_form(message)
-        ):
-            # A question of what was shown that chooses nothing ("재봉틀 없어도 돼?", "비 와도
-            # 돼?"), whatever the question reader's vote: answered from their text, or said
-            # plainly that it does not say, not met with "the nearest of them".
-            facets = replace(facets, question=True)
-        return intent, facets
 
     def _ranked(
         self,
@@ -1044,12 +1021,6 @@ def _plain(
         and not facets.question
         and not facets.among
     )
-
-
-def _reads_no_situation(facets: Facets) -> bool:
-    """Whether the turn says no constraint, place or work: its words that name one ("집에서",
-    "동료들이랑", "현장") are the facets', not a subject (app/chat/subjects.py)."""
-    return not (facets.constraints or facets.location or facets.work_type)
 
 
 def _first_topic(state: SessionState) -> str | None:
