@@ -481,7 +481,7 @@ class Planner:
         ("에어컨 관련된 것도 있어?"), or asks of a subject none of them says, nor any other
         challenge of their field ("화질 낮추면 탄소가 줄어?" after air-conditioning tips; "장갑은
         목장갑이면 되나요" after plogging is theirs). And the field it is then about: theirs
-        when a request's subject is in its titles, otherwise, of the fields whose titles say
+        when a request's subject is in its keywords, otherwise, of the fields whose keywords say
         it, the one whose challenge fits the message best."""
         if self._subjects is None or not state.last_shown or says_that_one(message):
             return False, None
