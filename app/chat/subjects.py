@@ -11,6 +11,11 @@ books and films. Such an ask is answered by what fits it, not by "대기전력 �
                fields' own words ("쓰레기", "탄소", "줄이는")
             -> those a challenge's keywords say too: the subject
 
+The same words tell a question of the challenges just shown from one beyond them ("화질
+낮추면 탄소가 줄어?" after air-conditioning tips): ``unsaid`` is what none of them, nor their
+field, says, and ``fields_of`` the fields whose keywords say it (app/chat/follow_up.py
+``beyond_what_was_shown``).
+
 The catalogue's words decide what is a subject, so a word no challenge is about ("요즘",
 "소개해 줘") never turns a plain ask into a search for it. Where and with whom ("집에서",
 "동료들이랑") are the facets' to read (app/chat/constraints.py), not subjects.
