@@ -27,6 +27,9 @@ def subjects() -> Subjects:
         "고기 줄이는 비건 챌린지",
         "요즘 환경에 관심이 생겼어",
         "환경 챌린지 소개해 줄래?",
+        "친환경 생활 시작하려고 하는데 추천 좀 해줄래?",
+        "제로웨이스트 처음인데 쉬운 거부터 알려줘",
+        "비건 식단 시작하기 좋은 챌린지",
         # A follow-up's counts, times and changes are no subject, though titles say them.
         "고마워! 비슷한 거 몇 개 더 있을까?",
         "이번엔 아예 다른 분야로 가 보자",
