@@ -677,12 +677,13 @@ _ASKS_FOR_CHALLENGES = re.compile(
 
 
 #: Asking for challenges in so many words ("에어컨 관련된 것도 있어?", "추천해 줘", "할 만한
-#: 거"): :data:`_ASKS_FOR_CHALLENGES` without the words that say how they are wanted ("걸로",
+#: 거", "두부 요리도 있어?"): :data:`_ASKS_FOR_CHALLENGES` without the words that say how they are wanted ("걸로",
 #: "쪽으로"), which a question of a challenge shown says too ("멀티탭 스위치 있는 걸로 새로
 #: 사야 돼?").
 _REQUESTS_CHALLENGES = re.compile(
     r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건)\s*(?:도\s*)?(?:있|없)"
     r"|할\s*만한|해\s*볼\s*만한"
+    r"|도\s*(?:있|없)(?:어|어요|나요|나|을까|을까요|니|냐)?\s*[?？]*\s*$"  # "두부 요리도 있어?"
 )
 
 

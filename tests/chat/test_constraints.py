@@ -616,6 +616,8 @@ def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:
         ("에어컨 관련된 것도 있어?", True),
         ("아침 식사로 할 만한 건 없어?", True),
         ("비슷한 거 추천해 줘", True),
+        ("두부 요리도 있어?", True),
+        ("장갑도 있어야 돼?", False),
         ("멀티탭 스위치 있는 걸로 새로 사야 돼?", False),  # a question of one shown
         ("장갑은 목장갑이면 되나요", False),
     ],
