@@ -237,6 +237,27 @@ async def test_after_a_plain_ask_a_follow_up_naming_its_subject_gets_what_fits_i
     assert "질문" not in answer["recommend"], answer["recommend"]
 
 
+async def test_a_question_of_those_shown_is_of_the_one_that_says_what_it_names(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # After energy saving's first steps ("대기전력 차단하기" first, "내복과 온맵시로 난방
+    # 줄이기" among them): a question naming the long johns is of that one; one naming the
+    # boiler, which none of them says, is never answered with standby power's instructions
+    # as "the challenge that says so".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    for session, asked in (("c3i", "내복은 어떻게 입어?"), ("c3j", "보일러는 어떻게 해?")):
+        await read_stream(
+            http, FREE, {"sessionId": session, "message": "에너지 절약 챌린지 알려줘"}
+        )
+        answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": asked}))
+        first = _titles(answer)[0]
+        if "내복" in asked:
+            assert "내복" in first, first
+        else:
+            assert "바로 그 이야기" not in answer["recommend"], answer["recommend"]
+            assert not any(s in answer["recommend"] for s in sentences_of(CATALOGUE[first].body))
+
+
 async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -297,6 +297,9 @@ class Planner:
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
         named = _named_one(pool, pointed, at) if among else None
+        if among and named is None and names:
+            # "내복은 어떻게 입어?": the one of them that says what it names, first.
+            named = self._saying(turn.message, pool)
         situation = situation_of(state, told)
         asked_of = await self._just_shown(query, state) if facets.question and not among else ()
         ranked, found = self._ranked(
@@ -397,9 +400,12 @@ class Planner:
         )
         if found is None and among and ranked.hits and asks_how(message):
             # "이거 어떻게 시작해?": what its text says to do; how to do this one was asked, not
-            # whether it meets the critiques in force (said on the turn that showed it).
-            found = instruction(ranked.hits[0])
-            ranked = replace(ranked, unmet=False)
+            # whether it meets the critiques in force (said on the turn that showed it). Of the
+            # one that says what the question names, if it names something ("내복은 어떻게
+            # 입어?"); none says it ("보일러는 어떻게 해?" after standby power): not theirs.
+            if (asked := self._saying(message, ranked.hits)) is not None:
+                found = instruction(asked)
+                ranked = replace(ranked, unmet=False)
         subject = asks_what(message)
         if (found is None or not found.sure) and subject and field_alone(subject) is None:
             # "쿨맵시가 정확히 어떤 거야?": what the challenge its title names asks, as its text
@@ -504,6 +510,14 @@ class Planner:
             return True, next(iter(fields)) if len(fields) == 1 else None
         ranked = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
         return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+
+    def _saying(self, message: str, hits: tuple[Hit, ...]) -> Hit | None:
+        """The first of ``hits`` whose text says every subject ``message`` names (the first
+        when it names none); None when none says them."""
+        if self._subjects is None or not self._subjects.named_in(message):
+            return hits[0]
+        subjects = self._subjects
+        return next((hit for hit in hits if not subjects.unsaid(message, (hit.document,))), None)
 
     def _names_a_subject(self, message: str) -> bool:
         """Whether ``message`` names something challenges are about besides its field

@@ -132,7 +132,7 @@ class Subjects:
         )
 
     def unsaid(
-        self, message: str, documents: Iterable[Document], field: Category | None
+        self, message: str, documents: Iterable[Document], field: Category | None = None
     ) -> tuple[str, ...]:
         """The subjects ``message`` names (:meth:`named_in`) that none of ``documents`` says,
         nor any challenge of ``field``, in its title, keywords, text or asks: "화질" of "화질
