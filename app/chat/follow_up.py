@@ -205,10 +205,11 @@ def about_what_was_shown(
 def beyond_what_was_shown(
     intent: Intent, state: SessionState, *, unsaid: bool, best_fit: Category | None
 ) -> Intent:
-    """A choice among what was shown, read by meaning alone (no pointer in its words), that
-    names what none of them says (``unsaid``: app/chat/subjects.py): "화질 낮추면 탄소가 줄어?"
-    after air-conditioning tips asks of streaming, not of them. It is its own ask, in the
-    field whose challenge fits it best (``best_fit``; None: unknown, kept as read)."""
+    """A choice among what was shown, read by meaning alone (no pointer in its words), that is
+    about something else (``unsaid``: it requests challenges about a subject, "에어컨 관련된
+    것도 있어?", or asks of one none of them says, "화질 낮추면 탄소가 줄어?" after
+    air-conditioning tips; app/chat/subjects.py) is its own ask, in the field ``best_fit``
+    (the current one: an ask; None: unknown, kept as read)."""
     if intent.kind is not IntentKind.AMONG or not unsaid or best_fit is None:
         return intent
     if best_fit is state.category:
