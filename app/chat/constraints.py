@@ -669,21 +669,20 @@ def left_aside(message: str) -> str:
 #: Asking for challenges, not about one: a request ("추천해 줘", "알려 줘", "보여 줘"),
 #: challenges named ("챌린지도 있어?"), or whether there is one to do ("뭐가 있을까요", "할
 #: 만한 거 있어?", "그런 것도 있어?"). "방법 있어?" may ask how to do one shown ("한 번에 지우는
-#: 방법 있어?").
-_ASKS_FOR_CHALLENGES = re.compile(
-    r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건|걸)\s*(?:도\s*)?(?:있|없)"
-    r"|할\s*만한|해\s*볼\s*만한|쪽으로|걸로"
+#: 방법 있어?"). The words both readings below share; ``things``: what "…도 있어?" may follow.
+_WANTS = (
+    r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:{things})\s*(?:도\s*)?(?:있|없)"
+    r"|할\s*만한|해\s*볼\s*만한"
 )
-
+_ASKS_FOR_CHALLENGES = re.compile(_WANTS.format(things="거|것|게|건|걸") + r"|쪽으로|걸로")
 
 #: Asking for challenges in so many words ("에어컨 관련된 것도 있어?", "추천해 줘", "할 만한
-#: 거", "두부 요리도 있어?"): :data:`_ASKS_FOR_CHALLENGES` without the words that say how they are wanted ("걸로",
-#: "쪽으로"), which a question of a challenge shown says too ("멀티탭 스위치 있는 걸로 새로
-#: 사야 돼?").
+#: 거", "두부 요리도 있어?"): :data:`_ASKS_FOR_CHALLENGES` without the words that say how
+#: they are wanted ("걸로", "쪽으로"), which a question of a challenge shown says too
+#: ("멀티탭 스위치 있는 걸로 새로 사야 돼?").
 _REQUESTS_CHALLENGES = re.compile(
-    r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:거|것|게|건)\s*(?:도\s*)?(?:있|없)"
-    r"|할\s*만한|해\s*볼\s*만한"
-    r"|도\s*(?:있|없)(?:어|어요|나요|나|을까|을까요|니|냐)?\s*[?？]*\s*$"  # "두부 요리도 있어?"
+    _WANTS.format(things="거|것|게|건")
+    + r"|도\s*(?:있|없)(?:어|어요|나요|나|을까|을까요|니|냐)?\s*[?？]*\s*$"  # "두부 요리도 있어?"
 )
 
 
