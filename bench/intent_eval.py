@@ -62,12 +62,11 @@ sys.path.insert(0, str(ROOT))
 from app.chat.constraints import (  # noqa: E402
     clauses,
     leaving_aside,
-    requests_challenges,
-    says_that_one,
     toward,
 )
 from app.chat.follow_up import (  # noqa: E402
     ONLY_CONSTRAINTS_MARGIN,
+    about_something_else,
     in_conversation,
     turned_to,
 )
@@ -93,7 +92,7 @@ from app.chat.sentence_bank import build_fit_bank  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.chat.subjects import Subjects  # noqa: E402
 from app.domain.categories import Category  # noqa: E402
-from app.rag.corpus import load_corpus  # noqa: E402
+from app.rag.corpus import Document, load_corpus  # noqa: E402
 from app.rag.embedder import Embedder, load_embedder  # noqa: E402
 from app.rag.ingest import ingest  # noqa: E402
 from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
@@ -341,23 +340,15 @@ def _served(
             return knn.decide(words, vector, self.state), best_fit
 
         async def beyond_shown(self) -> tuple[bool, Category | None]:
-            state, message = self.state, self.message
-            if not state.last_shown or says_that_one(message):
-                return False, None
-            about = subjects.named_in(message)
-            if not about:
-                return False, None
-            asks = requests_challenges(message)
-            if not asks:
-                shown = [documents[i] for i in state.last_shown if i in documents]
-                about = subjects.unsaid(message, shown, state.category) if shown else ()
-                if not about:
-                    return False, None
-            fields = subjects.fields_of(about)
-            if asks and state.category in fields:
-                return True, state.category
-            ranked = fit.categories(self.vector, 10, message)
-            return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+            state = self.state
+
+            async def shown() -> list[Document]:
+                return [documents[i] for i in state.last_shown if i in documents]
+
+            def fitting() -> list[Category]:
+                return fit.categories(self.vector, 10, self.message)
+
+            return await about_something_else(self.message, state, subjects, shown, fitting)
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))

@@ -12,6 +12,7 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -26,18 +27,21 @@ from app.chat.constraints import (
     cued,
     in_question_form,
     requests_challenges,
+    says_that_one,
 )
 from app.chat.fit import FitBank
 from app.chat.intent import Intent, IntentClassifier, IntentKind, catalogue_evidence
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
+from app.chat.subjects import Subjects
 from app.domain.categories import Category
-from app.rag.corpus import COMPANY, PLACES
+from app.rag.corpus import COMPANY, PLACES, Document
 
 __all__ = [
     "ONLY_CONSTRAINTS_MARGIN",
     "SHOWN_MARGIN",
     "Readings",
+    "about_something_else",
     "about_what_was_shown",
     "beyond_what_was_shown",
     "in_conversation",
@@ -217,6 +221,44 @@ def beyond_what_was_shown(
     return Intent(IntentKind.SWITCH, best_fit)
 
 
+async def about_something_else(
+    message: str,
+    state: SessionState,
+    subjects: Subjects,
+    shown: Callable[[], Awaitable[Sequence[Document]]],
+    fitting: Callable[[], Sequence[Category] | None],
+) -> tuple[bool, Category | None]:
+    """Whether ``message``, pointing at none of the challenges just shown ("두 번째 거", "그
+    다큐"), is about something else (:func:`beyond_what_was_shown`): it asks for challenges
+    about a subject ("에어컨 관련된 것도 있어?"), or asks of a subject none of them says, nor
+    any other challenge of their field ("화질 낮추면 탄소가 줄어?" after air-conditioning tips;
+    "장갑은 목장갑이면 되나요" after plogging is theirs). And the field it is then about: theirs
+    when a request's subject is in its keywords, otherwise, of the fields whose keywords say it,
+    the one whose challenge fits the message best. ``shown``: the documents just shown (read
+    only for a question); ``fitting``: the categories of the challenges that fit the message
+    best, best first (None: not known, without its embedding)."""
+    if not state.last_shown or says_that_one(message):
+        return False, None
+    about = subjects.named_in(message)
+    if not about:
+        return False, None
+    asks = requests_challenges(message)
+    if not asks:
+        documents = await shown()
+        if not documents:
+            return False, None
+        about = subjects.unsaid(message, documents, state.category)
+        if not about:
+            return False, None
+    fields = subjects.fields_of(about)
+    if asks and state.category in fields:
+        return True, state.category
+    ranked = fitting()
+    if ranked is None:
+        return True, next(iter(fields)) if len(fields) == 1 else None
+    return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+
+
 def _about_shown(facets: Facets) -> bool:
     """Whether the message points at what was shown or asks something of it."""
     return facets.among or facets.about_shown or facets.question
@@ -313,7 +355,7 @@ class Readings(Protocol):
 
     async def beyond_shown(self) -> tuple[bool, Category | None]:
         """Whether a choice among what was shown is about something else, and its field
-        (:func:`beyond_what_was_shown`)."""
+        (:func:`about_something_else`)."""
         ...
 
 

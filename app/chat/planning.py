@@ -58,8 +58,6 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
-    requests_challenges,
-    says_that_one,
     toward,
     wanting,
     without_field,
@@ -67,6 +65,7 @@ from app.chat.constraints import (
 from app.chat.fit import FitBank
 from app.chat.follow_up import (
     ONLY_CONSTRAINTS_MARGIN,
+    about_something_else,
     in_conversation,
     in_force,
     reads_no_situation,
@@ -96,6 +95,7 @@ from app.domain.categories import CITY, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
+from app.rag.corpus import Document
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE, Scope
 
@@ -482,34 +482,20 @@ class Planner:
     async def _beyond_shown(
         self, message: str, query: _Query, state: SessionState
     ) -> tuple[bool, Category | None]:
-        """Whether ``message``, pointing at none of the challenges just shown ("두 번째 거",
-        "그 다큐"), is about something else: it asks for challenges about a subject
-        ("에어컨 관련된 것도 있어?"), or asks of a subject none of them says, nor any other
-        challenge of their field ("화질 낮추면 탄소가 줄어?" after air-conditioning tips; "장갑은
-        목장갑이면 되나요" after plogging is theirs). And the field it is then about: theirs
-        when a request's subject is in its keywords, otherwise, of the fields whose keywords say
-        it, the one whose challenge fits the message best."""
-        if self._subjects is None or not state.last_shown or says_that_one(message):
+        """:func:`about_something_else`, on the store (what was just shown) and the fit bank;
+        never without the catalogue's subjects."""
+        if self._subjects is None:
             return False, None
-        about = self._subjects.named_in(message)
-        if not about:
-            return False, None
-        asks = requests_challenges(message)
-        if not asks:
-            shown = await self._just_shown(query, state)
-            if not shown:
-                return False, None
-            documents = [hit.document for hit in shown]
-            about = self._subjects.unsaid(message, documents, state.category)
-            if not about:
-                return False, None
-        fields = self._subjects.fields_of(about)
-        if asks and state.category in fields:
-            return True, state.category
-        if query.vector is None or self._fit_bank is None:
-            return True, next(iter(fields)) if len(fields) == 1 else None
-        ranked = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
-        return True, next((c for c in ranked if c in fields), ranked[0] if ranked else None)
+
+        async def shown() -> list[Document]:
+            return [hit.document for hit in await self._just_shown(query, state)]
+
+        def fitting() -> list[Category] | None:
+            if query.vector is None or self._fit_bank is None:
+                return None
+            return self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
+
+        return await about_something_else(message, state, self._subjects, shown, fitting)
 
     def _saying(self, message: str, hits: tuple[Hit, ...]) -> Hit | None:
         """The first of ``hits`` whose text says every subject ``message`` names (the first

@@ -7,7 +7,7 @@ import pytest
 
 from app.chat.subjects import Subjects
 from app.domain.categories import Category
-from app.rag.corpus import load_corpus
+from app.rag.corpus import Document, load_corpus
 from tests.support.store import CORPUS
 
 
@@ -72,3 +72,34 @@ def test_what_none_shown_nor_their_field_says_is_unsaid(subjects: Subjects) -> N
     assert subjects.unsaid("장갑은 목장갑이면 되나요", plogging, Category.PLOGGING) == ()
     # What the field says is no other subject: energy challenges say the refrigerator.
     assert subjects.unsaid("냉장고 플러그도 뽑아야 하나요?", energy, Category.ENERGY_SAVING) == ()
+
+
+@pytest.mark.anyio
+async def test_a_choice_among_is_about_something_else_when_none_shown_says_it(
+    subjects: Subjects,
+) -> None:
+    """app/chat/follow_up.py ``about_something_else``: a question of what none shown nor
+    their field says goes to the field whose keywords say it (the best-fitting of them); a
+    request about a subject, to the current field when its keywords say it; a pointer or no
+    subject, nowhere."""
+    from app.chat.follow_up import about_something_else
+    from app.chat.sessions import SessionState, Turn
+
+    documents = {document.id: document for document in load_corpus(CORPUS)}
+    energy = (documents["es-001"], documents["es-002"])
+    turn = Turn("…", "{}", Category.ENERGY_SAVING, ("es-001", "es-002"))
+    state = SessionState("s", category=Category.ENERGY_SAVING, turns=(turn,))
+
+    async def shown() -> tuple[Document, ...]:
+        return energy
+
+    def fitting() -> list[Category]:
+        return [Category.CARBON_FOOTPRINT, Category.DIGITAL_CARBON]
+
+    async def about(message: str) -> tuple[bool, Category | None]:
+        return await about_something_else(message, state, subjects, shown, fitting)
+
+    assert await about("화질 낮추면 탄소가 줄어?") == (True, Category.DIGITAL_CARBON)
+    assert await about("에어컨 관련된 것도 있어?") == (True, Category.ENERGY_SAVING)
+    assert await about("그 에어컨은 몇 도로 맞춰?") == (False, None)  # points at one shown
+    assert await about("이건 얼마나 걸려?") == (False, None)  # names no subject
