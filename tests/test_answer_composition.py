@@ -71,6 +71,12 @@ def _titles(answer: dict[str, Any]) -> list[str]:
     return [c["title"] for c in answer["challenges"]]
 
 
+async def _after(http: httpx.AsyncClient, session: str, first: str, then: str) -> dict[str, Any]:
+    """The answer to ``then``, said in a new session after ``first`` was answered."""
+    _answer(await read_stream(http, FREE, {"sessionId": session, "message": first}))
+    return _answer(await read_stream(http, FREE, {"sessionId": session, "message": then}))
+
+
 async def test_the_model_picks_and_the_catalogue_describes(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
@@ -229,10 +235,7 @@ async def test_after_a_plain_ask_a_follow_up_naming_its_subject_gets_what_fits_i
     # The classic first steps answered the plain ask; "에어컨 관련된 것도 있어?" asks for
     # challenges about air conditioning, not a question of those first steps.
     scripted.set_scenario("ok", picks=[0, 1, 2])
-    session = {"sessionId": "c3h"}
-    await read_stream(http, FREE, {**session, "message": "에너지 절약 챌린지 알려줘"})
-    asked = {**session, "message": "에어컨 관련된 것도 있어?"}
-    answer = _answer(await read_stream(http, FREE, asked))
+    answer = await _after(http, "c3h", "에너지 절약 챌린지 알려줘", "에어컨 관련된 것도 있어?")
     assert "에어컨" in _titles(answer)[0], _titles(answer)
     assert "질문" not in answer["recommend"], answer["recommend"]
 
@@ -245,17 +248,12 @@ async def test_a_question_of_those_shown_is_of_the_one_that_says_what_it_names(
     # boiler, which none of them says, is never answered with standby power's instructions
     # as "the challenge that says so".
     scripted.set_scenario("ok", picks=[0, 1, 2])
-    for session, asked in (("c3i", "내복은 어떻게 입어?"), ("c3j", "보일러는 어떻게 해?")):
-        await read_stream(
-            http, FREE, {"sessionId": session, "message": "에너지 절약 챌린지 알려줘"}
-        )
-        answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": asked}))
-        first = _titles(answer)[0]
-        if "내복" in asked:
-            assert "내복" in first, first
-        else:
-            assert "바로 그 이야기" not in answer["recommend"], answer["recommend"]
-            assert not any(s in answer["recommend"] for s in sentences_of(CATALOGUE[first].body))
+    answer = await _after(http, "c3i", "에너지 절약 챌린지 알려줘", "내복은 어떻게 입어?")
+    assert "내복" in _titles(answer)[0], _titles(answer)
+    answer = await _after(http, "c3j", "에너지 절약 챌린지 알려줘", "보일러는 어떻게 해?")
+    recommend, first = answer["recommend"], _titles(answer)[0]
+    assert "바로 그 이야기" not in recommend, recommend
+    assert not any(sentence in recommend for sentence in sentences_of(CATALOGUE[first].body))
 
 
 async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
@@ -264,10 +262,7 @@ async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     # After air-conditioning tips, "화질 낮추면 …" read as a choice among them had been answered
     # with standby power's reason, "'대기전력 차단하기'가 바로 그 이야기를 담은 챌린지예요".
     scripted.set_scenario("ok", picks=[0, 1, 2])
-    session = {"sessionId": "c3g"}
-    await read_stream(http, FREE, {**session, "message": "에어컨 전기 아끼는 법 알려줘"})
-    asked = {**session, "message": "화질 낮추면 탄소가 줄어?"}
-    answer = _answer(await read_stream(http, FREE, asked))
+    answer = await _after(http, "c3g", "에어컨 전기 아끼는 법 알려줘", "화질 낮추면 탄소가 줄어?")
     assert _titles(answer)[0] == "스트리밍 화질 낮추기", _titles(answer)
     body = CATALOGUE["스트리밍 화질 낮추기"].body
     assert any(sentence in answer["recommend"] for sentence in sentences_of(body))
