@@ -433,7 +433,7 @@ _ASKS_OF_IT = re.compile(
 #: 있어?") asks for challenges, not for something to know, unless it asks how, why, how much,
 #: when or where too.
 _ASKS_FOR_ONE = re.compile(
-    r"(?:거|것|게|건|챌린지)\s*(?:뭐\s*)?(?:좀\s*)?(?:있|없)(?:을까|어|나|나요|어요|을까요|니|는지|냐|습니까)"
+    r"(?:거|것|게|건|챌린지)\s*(?:도\s*)?(?:뭐\s*)?(?:좀\s*)?(?:있|없)(?:을까|어|나|나요|어요|을까요|니|는지|냐|습니까)"
 )
 _HOW_OR_WHY = re.compile(_HOW_WHY)
 

@@ -362,6 +362,7 @@ def test_a_statement_of_a_problem_is_not_read_as_a_question(
     [
         ("걷는 거 좋아하는데 환경에 도움 되는 거 있을까", False),  # asks for challenges
         ("주말에 할 만한 거 없어?", False),
+        ("식기세척기 관련된 것도 있어?", False),  # "…것도 있어?": one more like it
         ("비행기 대신 기차 타는 게 정말 도움이 돼?", True),
     ],
 )
