@@ -268,6 +268,22 @@ async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     assert any(sentence in answer["recommend"] for sentence in sentences_of(body))
 
 
+async def test_going_back_to_the_start_answers_the_first_ask_again(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "처음 거로 다시" after food waste and "그거 말고": searched by the first ask's words
+    # alone, with no fit to them, it had put "일회용품 없는 바닷가 피크닉" first.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = "c3k"
+    first = "혼자 자취하는데 음식물 쓰레기가 자꾸 생겨"
+    await _after(http, session, first, "그거 말고")
+    params = {"sessionId": session, "message": "처음 거로 다시"}
+    answer = _answer(await read_stream(http, FREE, params))
+    lead = CATALOGUE[_titles(answer)[0]]
+    assert "음식" in lead.body, lead.title
+    assert lead.traits is not None and "alone" in lead.traits.company, "the first ask's 혼자"
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -12,7 +12,7 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -293,14 +293,13 @@ def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[C
     """The constraints for this turn: the message's own, and, for a follow-up, those in force
     before (a new place or company replacing the old one of its kind; none it leaves aside)."""
     mine = set(facets.constraints)
+    if intent.kind is IntentKind.BACK_TO_BASE and (began := state.began) is not None:
+        # "처음 얘기로 돌아가자": back to the first ask as it was asked ("아이랑", "혼자서").
+        return frozenset(mine | set(_known(began.constraints)))
     if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
         return frozenset(mine)
     kept = set()
-    for value in state.constraints:
-        try:
-            constraint = Constraint(value)
-        except ValueError:  # stored by another release
-            continue
+    for constraint in _known(state.constraints):
         if constraint in facets.left_aside:  # "가게 일 말고, …": no longer at work
             continue
         for kind in (PLACES, COMPANY):
@@ -309,6 +308,15 @@ def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[C
         else:
             kept.add(constraint)
     return frozenset(kept | mine)
+
+
+def _known(values: tuple[str, ...]) -> Iterator[Constraint]:
+    """The stored constraint values this release knows (another release's are skipped)."""
+    for value in values:
+        try:
+            yield Constraint(value)
+        except ValueError:
+            continue
 
 
 def told_so_far(facets: Facets, state: SessionState) -> tuple[str, ...]:

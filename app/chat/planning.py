@@ -276,6 +276,9 @@ class Planner:
             search = replace(
                 search, text=blanked, vector=search.vector if vector is None else vector
             )
+        if intent.kind is IntentKind.BACK_TO_BASE and search.vector is None and not search.lexical:
+            vector = await self._embedding_if_free(search.text)
+            search = replace(search, vector=vector)
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
         category, pool = await self._choose(
             search,
@@ -1025,8 +1028,7 @@ def _plain(
 
 def _first_topic(state: SessionState) -> str | None:
     """The topic of the first turn remembered in the category the conversation began in."""
-    first = state.base_category
-    return next((turn.topic for turn in state.turns if turn.category is first and turn.topic), None)
+    return began.topic if (began := state.began) else None
 
 
 def _after_plain(intent: Intent, state: SessionState, category: Category) -> bool:

@@ -81,6 +81,13 @@ class SessionState:
         return self.turns[-1].told if self.turns else ()
 
     @property
+    def began(self) -> Turn | None:
+        """The first turn remembered in the category the conversation began in, with a topic:
+        where "처음 얘기로 돌아가자" goes back to."""
+        first = self.base_category
+        return next((turn for turn in self.turns if turn.category is first and turn.topic), None)
+
+    @property
     def last_shown(self) -> tuple[str, ...]:
         """The doc ids of the challenges of the last answer that showed any."""
         for turn in reversed(self.turns):

@@ -141,6 +141,26 @@ def test_a_follow_up_keeps_the_constraints_and_a_new_place_replaces_the_old() ->
     assert in_force(back, Facets(), state) == set(), "going back ends them"
 
 
+def test_going_back_to_the_start_asks_the_first_ask_again_as_it_was_asked() -> None:
+    """ "처음 얘기로 돌아가자" after "바닷가 사는데 아이랑 …", "더 쉬운 거": the critiques end,
+    the first ask's own company ("아이랑") comes back with it."""
+    from app.chat.intent import Intent
+
+    first = Turn(
+        "아이랑", "{}", Category.PLOGGING, ("pl-015",), constraints=("family",), topic="아이랑"
+    )
+    easier = Turn(
+        "더 쉬운 거", "{}", Category.PLOGGING, ("pl-001",), constraints=("easy", "family")
+    )
+    state = SessionState(
+        "s", base_category=Category.PLOGGING, category=Category.PLOGGING, turns=(first, easier)
+    )
+    back = Intent(IntentKind.BACK_TO_BASE)
+    assert in_force(back, Facets(), state) == {Constraint.FAMILY}
+    alone = Facets(constraints=frozenset({Constraint.ALONE}))
+    assert in_force(back, alone, state) == {Constraint.FAMILY, Constraint.ALONE}
+
+
 def test_a_situation_told_in_words_is_kept_and_base_info_comes_first() -> None:
     told = told_so_far(Facets(location="바닷가"), _state())
     assert told == ("at:바닷가",)
