@@ -13,7 +13,7 @@ report.
 
 Each conversation runs its turns in order in its own session; ``--concurrency`` conversations
 at once. Per answer (bench/fit_scoring.py): first_fits, share_fits, rule_kept, rule_by_traits,
-speaks, openings_distinct, answered, and reader (every bench/reader_checks.py check). Prints a table
+speaks, openings_distinct, answered, answered_plainly (a held answer not hedged), and reader (every bench/reader_checks.py check). Prints a table
 per metric (overall and per kind of turn), the failures, and the close times; writes
 bench/results/fit_<label>.json.
 """
@@ -44,6 +44,7 @@ from bench.answer_quality import (  # noqa: E402
 from bench.fit_scoring import (  # noqa: E402
     KINDS,
     answered,
+    answered_plainly,
     first_fits,
     fitting,
     rule_by_traits,
@@ -63,6 +64,7 @@ METRICS = (
     "speaks",
     "openings_distinct",
     "answered",
+    "answered_plainly",
 )
 
 
@@ -110,6 +112,7 @@ async def conversation(
             "rule_by_traits": rule_by_traits(ids, label, turn.recommend, earlier_ids, previous_ids),
             "speaks": speaks(turn, label, told),
             "answered": answered(ids, label, turn.recommend),
+            "answered_plainly": answered_plainly(ids, label, turn.recommend),
             "reader": passed(problems),
         }
         answers.append(

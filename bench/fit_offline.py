@@ -37,7 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.fit_bench import load, rate  # noqa: E402
-from bench.fit_scoring import answered, first_fits, fitting, rule_by_traits  # noqa: E402
+from bench.fit_scoring import (  # noqa: E402
+    answered,
+    answered_plainly,
+    first_fits,
+    fitting,
+    rule_by_traits,
+)
 
 RESULTS = ROOT / "bench" / "results"
 METRICS = (
@@ -45,6 +51,7 @@ METRICS = (
     "share_fits",
     "rule_by_traits",
     "answered",
+    "answered_plainly",
     "situation_fits",
     "constraints_read",
 )
@@ -131,6 +138,7 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "fitting": fitting(ids, label),
                         "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
                         "answered": answered(ids, label, recommend),
+                        "answered_plainly": answered_plainly(ids, label, recommend),
                         "read": read,
                         # The constraints in force are exactly those labelled (carried ones too).
                         "constraints_read": None

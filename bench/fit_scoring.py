@@ -348,6 +348,18 @@ def answered(ids: Sequence[str | None], label: Mapping[str, Any], recommend: str
     return quoted and bool(ids) and ids[0] in answer_ids
 
 
+def answered_plainly(
+    ids: Sequence[str | None], label: Mapping[str, Any], recommend: str
+) -> bool | None:
+    """:func:`answered`, and a question the catalogue answers is not hedged as one it holds
+    only something close to ("꼭 맞는 답은 … 없지만, … 가까운 내용이 있어요" before the very
+    sentence that answers it). None for a turn that is not a question."""
+    said = answered(ids, label, recommend)
+    if said is None or not label.get("answer_ids"):
+        return said
+    return said and not says_not_held(recommend)
+
+
 def opening(recommend: str) -> str:
     sentences = split_sentences(recommend)
     return sentences[0] if sentences else ""

@@ -8,6 +8,7 @@ from typing import Any
 
 from bench.fit_scoring import (
     answered,
+    answered_plainly,
     first_fits,
     fitting,
     openings_distinct,
@@ -144,6 +145,19 @@ def test_a_question_is_answered_with_the_catalogue_sentence_and_its_challenge_fi
     assert answered(["zw-012", "zw-022"], label, recommend) is False  # not first
     paraphrase = "건전지엔 금속이 있어서 불이 날 수도 있어요."
     assert answered(["zw-022"], label, paraphrase) is False  # not the catalogue's sentence
+
+
+def test_a_question_the_catalogue_answers_is_not_hedged_as_one_it_cannot() -> None:
+    label = _label(kind="question", first_ok=["zw-022"], ok=["zw-022"], answer_ids=["zw-022"])
+    plain = f"{BATTERY_ANSWER} 이 챌린지부터 시작해 보세요."
+    hedged = f"그 질문에 꼭 맞는 답은 제가 가진 자료에 담겨 있지 않지만, {BATTERY_ANSWER}"
+    assert answered(["zw-022"], label, hedged) is True
+    assert answered_plainly(["zw-022"], label, hedged) is False
+    assert answered_plainly(["zw-022"], label, plain) is True
+    not_held = _label(kind="question", answer_ids=[])
+    honest = "텀블러 세척법은 제가 가진 챌린지 안내에 담겨 있지 않아요."
+    assert answered_plainly(["zw-001"], not_held, honest) is True
+    assert answered_plainly(["zw-001"], _label(), "아무 말") is None
 
 
 def test_a_question_the_catalogue_cannot_answer_must_say_so() -> None:
