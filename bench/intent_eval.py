@@ -12,7 +12,8 @@ way (``IntentClassifier.decide``):
   10 nearest catalogue documents as evidence of its category (``catalogue_evidence``,
   ``CATALOGUE_WEIGHT``; the corpus is embedded into an in-memory store first, about a minute);
 - ``served``: what the gateway decides, all of it: ``knn`` with the evidence of the nearest
-  documents and of the best-fitting ones (``fused_evidence``, app/chat/fit.py), read again
+  documents and of the best-fitting ones (``fused_evidence``, app/chat/fit.py), a first
+  turn that one challenge fits outright in that challenge's field (``FitBank.outright``), read again
   with the message's facets (``with_facets``: "그 중에 …" by its grammar is a choice among
   those shown, "아예 다른 분야로, …" by its words another field; each history turn counts as
   having shown challenges, as it did), and a follow-up that leaves something aside read for
@@ -357,7 +358,9 @@ def _served(
             replace(t, shown=named(t.assistant, i)) for i, t in enumerate(turn.state.turns)
         )
         state = replace(turn.state, turns=shown)
-        intent = knn.decide(turn.message, vector, state, evidence=evidence)
+        answering = fit.outright(vector, turn.message)
+        outright = fit.category(answering) if answering else None
+        intent = knn.decide(turn.message, vector, state, evidence=evidence, outright=outright)
         parts = clauses(turn.message)
         pieces = list(embedder.embed_queries(parts)) if parts else []
         read = facets.read(turn.message, vector, pieces)

@@ -268,6 +268,20 @@ async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     assert any(sentence in answer["recommend"] for sentence in sentences_of(body))
 
 
+async def test_a_question_one_challenge_answers_outright_is_answered_from_it_plainly(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The examples had read upcycling ("자전거 폐튜브로 고무 밴드 만들기", and "the text does
+    # not hold it"); the battery challenge's first sentence is what to do.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    params = {"sessionId": "c3l", "message": "다 쓴 건전지 어떻게 버려?"}
+    answer = _answer(await read_stream(http, FREE, params))
+    first = CATALOGUE[_titles(answer)[0]]
+    assert first.title == "폐건전지와 폐형광등은 전용 수거함에", _titles(answer)
+    assert answer["recommend"].startswith(sentences_of(first.body)[0]), answer["recommend"]
+    assert "않지만" not in answer["recommend"], "the answer is not hedged as only close"
+
+
 async def test_going_back_to_the_start_answers_the_first_ask_again(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -19,6 +19,11 @@ helps ("진짜 탄소가 줄어?", "효과가 있긴 해?"), with no sure answer
 second sentence, which says why it helps (:func:`reason`; every text has one), offered as the
 closest the catalogue says.
 
+A question that one challenge fits far better than any other ("다 쓴 건전지 어떻게 버려?" says
+one of "폐건전지와 폐형광등은 전용 수거함에"'s asks nearly word for word: app/chat/fit.py) is
+answered from that text surely, however near its sentences lie (:func:`answered_by`): asked how
+to do a thing, by its instruction; else by its nearest sentence.
+
 The sentence is shown as the catalogue has it, and its challenge is shown first. A turn read
 without its embedding (a burst) is matched by its words instead: the sentence sharing the
 most of the question's rare terms (Korean bigrams weighted by how few of the candidates'
@@ -31,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 import numpy as np
@@ -43,7 +48,9 @@ from app.rag.sparse import terms
 __all__ = [
     "Found",
     "SentenceBank",
+    "answered_by",
     "asks_how",
+    "asks_how_to",
     "asks_what",
     "asks_worth",
     "find_answer",
@@ -78,6 +85,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 #: A question asking how to do something ("어떻게 시작해?", "어떻게 하면 돼?", "어떻게 하는 거야?",
 #: "방법이 뭐야?"), not how something is ("어떻게 달라?").
 _HOW = re.compile(r"어떻게\s*(?:시작|하|해|실천)|(?:시작|하는)\s*방법")
+#: Any question how to do a thing ("어떻게 버려?", "어떻게 모아?"), not how it is ("어떻게 달라?",
+#: "어떻게 돼?", "어떻게 생각해?"): asked of the challenge whose text answers it outright.
+_HOW_TO = re.compile(r"어떻게\s*(?!달라|다르|다른|돼|되|된|될|생각)[가-힣]|(?:하는|버리는)\s*방법")
 #: An instruction: the catalogue's texts say what to do as "…세요." / "…두세요."
 _INSTRUCTION = re.compile(r"세요[.!]?$")
 #: A question whether something helps ("자전거로 출퇴근하면 진짜 탄소가 줄어?", "효과가 있긴
@@ -145,6 +155,12 @@ def named_in(message: str, hits: Sequence[Hit]) -> Hit | None:
 def asks_how(message: str) -> bool:
     """Whether ``message`` asks how to do something."""
     return _HOW.search(message) is not None
+
+
+def asks_how_to(message: str) -> bool:
+    """Whether ``message`` asks how to do anything ("어떻게 버려?"; :func:`asks_how`: how to
+    do the challenge itself)."""
+    return _HOW_TO.search(message) is not None
 
 
 def asks_worth(message: str) -> bool:
@@ -221,6 +237,22 @@ def find_answer(
     if vector is not None and bank is not None:
         return _by_meaning(candidates, vector, bank, best_candidate=hits[0] if hits else None)
     return _by_words(question, candidates)
+
+
+def answered_by(
+    question: str,
+    hit: Hit,
+    *,
+    vector: npt.NDArray[np.float32] | None = None,
+    bank: SentenceBank | None = None,
+) -> Found | None:
+    """The answer in the text of a challenge known to hold it (``question`` says one of its
+    asks nearly word for word: app/chat/fit.py ``FitBank.outright``): asked how to do a thing,
+    its instruction; else its sentence nearest the question. Sure either way."""
+    if asks_how_to(question) and (found := instruction(hit)) is not None:
+        return found
+    nearest = find_answer(question, (hit,), vector=vector, bank=bank)
+    return replace(nearest, sure=True) if nearest is not None else None
 
 
 def _by_meaning(

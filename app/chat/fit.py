@@ -14,6 +14,9 @@ own text, embedded as a passage, meets it where retrieval does.
         -> per candidate (:meth:`FitBank.fit`): how well it fits (app/chat/ranking.py)
         -> the categories of the best-fitting documents (:meth:`FitBank.categories`):
            evidence of what a message that names no category is about (app/chat/intent.py)
+        -> the one document that fits far better than any other (:meth:`FitBank.outright`:
+           the message says one of its asks nearly word for word): a first ask's field, and
+           the text that answers a question (app/chat/planning.py)
 
 A document without asks is fitted by its text alone. The vectors for the bundled corpus and
 embedder ship beside the intent examples (app/chat/sentence_bank.py).
@@ -36,11 +39,21 @@ import numpy.typing as npt
 from app.domain.categories import Category
 from app.rag.sparse import terms
 
-__all__ = ["ASK_WEIGHT", "WORDS_WEIGHT", "FitBank", "Words"]
+__all__ = ["ANSWERED_MARGIN", "ASK_WEIGHT", "OUTRIGHT_MARGIN", "WORDS_WEIGHT", "FitBank", "Words"]
 
 #: What the nearest ask weighs beside the document's text (the best of 0.3-2.0 for the
 #: nearest document being one a labeller puts first, on the fit bench's dev first turns).
 ASK_WEIGHT = 0.7
+#: How much better than every other document the best must fit a message for its field to be
+#: the message's (a new ask's, naming none: app/chat/intent.py): near the words of one of its
+#: asks ("다 쓴 건전지 어떻게 버려?": 0.095). 0.03 of 0.015-0.05 on the intent bench's dev
+#: split and the fit bench's dev splits (bench/README.md "Tenth pass"); below it, the best is
+#: one of several alike.
+OUTRIGHT_MARGIN = 0.03
+#: How much better the first candidate must fit a question than any other document for its
+#: text to be said to answer it, its nearest sentence no longer hedged as only close (0.02 of
+#: 0.01-0.03 on the fit bench's dev splits: 0.01 claimed an answer the catalogue lacks).
+ANSWERED_MARGIN = 0.02
 #: What the shared words weigh: their BM25 score, standardized over the documents, times this
 #: share of the cosines' standard deviation (0.25 of 0.1-1.0 on the fit bench's dev splits).
 WORDS_WEIGHT = 0.25
@@ -174,6 +187,29 @@ class FitBank:
         scores = self._scores(vector, text)
         rest = np.delete(scores, rows)
         return float(scores[rows].max() - rest.max())
+
+    def outright(
+        self,
+        vector: npt.NDArray[np.float32],
+        text: str | None = None,
+        *,
+        margin: float = OUTRIGHT_MARGIN,
+    ) -> str | None:
+        """The id of the document that fits the message better than every other by ``margin``
+        at least (the message says one of its asks nearly word for word: its text answers
+        it); None when none stands out so."""
+        if len(self._ids) < 2:
+            return None
+        scores = self._scores(vector, text)
+        second, best = np.argpartition(scores, -2)[-2:]
+        if scores[best] - scores[second] < margin:
+            return None
+        return self._ids[int(best)]
+
+    def category(self, doc_id: str) -> Category | None:
+        """The category of the document ``doc_id`` (None: not in the bank)."""
+        row = self._row.get(doc_id)
+        return None if row is None else self._categories[row]
 
     def categories(
         self, vector: npt.NDArray[np.float32], k: int, text: str | None = None

@@ -342,13 +342,16 @@ class IntentClassifier:
         state: SessionState,
         *,
         evidence: Evidence | None = None,
+        outright: Category | None = None,
     ) -> Intent:
         """What ``message`` asks for in the session ``state``; ``vector`` is its embedding,
-        ``evidence`` what the catalogue says of its category (:func:`catalogue_evidence`). A
-        field left aside by name ("플로깅 말고 다른 거 추천해줘") asks for another field, away
-        from it, where the rest would have stayed in it or gone to it (the name pulls the
-        meaning of the whole towards it)."""
-        intent = self._decide(message, vector, state, evidence=evidence)
+        ``evidence`` what the catalogue says of its category (:func:`catalogue_evidence`),
+        ``outright`` the field of the one challenge that fits it far better than any other
+        (app/chat/fit.py ``FitBank.outright``): a new ask's category where the message names
+        none. A field left aside by name ("플로깅 말고 다른 거 추천해줘") asks for another
+        field, away from it, where the rest would have stayed in it or gone to it (the name
+        pulls the meaning of the whole towards it)."""
+        intent = self._decide(message, vector, state, evidence=evidence, outright=outright)
         left = left_category(message)
         if left is None:
             return intent
@@ -367,6 +370,7 @@ class IntentClassifier:
         state: SessionState,
         *,
         evidence: Evidence | None = None,
+        outright: Category | None = None,
     ) -> Intent:
         in_conversation = bool(state.turns) or state.category is not None
         label = self.label(message, vector, in_conversation=in_conversation)
@@ -379,8 +383,11 @@ class IntentClassifier:
             else:
                 return Intent(_KIND_OF[label])
         if label is Label.TOPIC or (label is Label.ASK and state.category is None):
-            # With no category yet, an ordinary question is about the one it is nearest to.
-            category = named_category(message) or self.topic_category(vector, evidence)
+            # With no category yet, an ordinary question is about the one it is nearest to;
+            # one that a challenge answers outright ("다 쓴 건전지 어떻게 버려?"), its field
+            # (in a conversation, the answer just shown may be what it is about).
+            first = outright if state.category is None else None
+            category = named_category(message) or first or self.topic_category(vector, evidence)
             if category is not state.category:
                 return Intent(IntentKind.SWITCH, category)
             if label is Label.TOPIC and state.turns:
@@ -437,12 +444,13 @@ class IntentClassifiers:
         state: SessionState,
         *,
         evidence: Evidence | None = None,
+        outright: Category | None = None,
     ) -> Intent:
         """As :meth:`IntentClassifier.decide`; ``vector`` None reads the message lexically."""
         if vector is None:
             lexical = self._lexical_vector(message)
             return self.lexical.decide(message, lexical, state, evidence=evidence)
-        return self.dense.decide(message, vector, state, evidence=evidence)
+        return self.dense.decide(message, vector, state, evidence=evidence, outright=outright)
 
     @staticmethod
     def needs_embedding(lexical: Intent) -> bool:

@@ -38,6 +38,7 @@ from app.chat.answers import (
     LOOK_IN,
     Found,
     SentenceBank,
+    answered_by,
     asks_how,
     asks_what,
     asks_worth,
@@ -62,7 +63,7 @@ from app.chat.constraints import (
     wanting,
     without_field,
 )
-from app.chat.fit import FitBank
+from app.chat.fit import ANSWERED_MARGIN, OUTRIGHT_MARGIN, FitBank
 from app.chat.follow_up import (
     ONLY_CONSTRAINTS_MARGIN,
     about_something_else,
@@ -318,6 +319,7 @@ class Planner:
             starter=plain,
             classics=classics,
             named=named,
+            answering=self._outright(query, ANSWERED_MARGIN) if facets.question else None,
         )
         opening = replace(
             _opening(intent, state, category, among=among, plain=plain),
@@ -374,11 +376,13 @@ class Planner:
         starter: bool = False,
         classics: tuple[str, ...] = (),
         named: Hit | None = None,
+        answering: str | None = None,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
         (a choice among those shown leans on the topic: never fitted); ``named``: the one of
-        those shown the message names by its place ("3번은 어떻게 해?"), first."""
+        those shown the message names by its place ("3번은 어떻게 해?"), first; ``answering``:
+        the challenge whose text answers the question outright (:meth:`_outright`)."""
         if among:  # the one that answers it: no persona or situation reordering among them
             ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
@@ -401,6 +405,14 @@ class Planner:
         found = find_answer(
             message, ranked.hits, shown=shown, vector=query.vector, bank=self._sentences
         )
+        if (found is None or not found.sure) and not among and answering is not None:
+            # "다 쓴 건전지 어떻게 버려?" says one of "폐건전지와 폐형광등은 …"'s asks nearly
+            # word for word: its text holds the answer, however near its sentences lie.
+            held = next((hit for hit in ranked.hits if hit.document.id == answering), None)
+            if held is not None:
+                found = (
+                    answered_by(message, held, vector=query.vector, bank=self._sentences) or found
+                )
         if found is None and among and ranked.hits and asks_how(message):
             # "이거 어떻게 시작해?": what its text says to do; how to do this one was asked, not
             # whether it meets the critiques in force (said on the turn that showed it). Of the
@@ -637,7 +649,9 @@ class Planner:
             query = _Query(text, vector, lexical=vector is None)
             nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
             evidence = self._evidence(query, nearest)
-            intent = self._intents.decide(text, vector, state, evidence=evidence)
+            answering = self._outright(query)
+            outright = self._fit_bank.category(answering) if answering and self._fit_bank else None
+            intent = self._intents.decide(text, vector, state, evidence=evidence, outright=outright)
             if vector is None and IntentClassifiers.needs_embedding(intent):
                 intent = await self._confirm_refusal(text, state, intent, evidence)
             self._metrics.intents.labels(intent.kind.value).inc()
@@ -654,6 +668,13 @@ class Planner:
             return catalogue_evidence(nearby)
         best = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
         return fused_evidence(nearby, best)
+
+    def _outright(self, query: _Query, margin: float = OUTRIGHT_MARGIN) -> str | None:
+        """The one challenge that fits the message better than any other by ``margin``
+        (app/chat/fit.py): its text answers it. None without its embedding or the bank."""
+        if query.vector is None or self._fit_bank is None:
+            return None
+        return self._fit_bank.outright(query.vector, query.text, margin=margin)
 
     async def _confirm_refusal(
         self, text: str, state: SessionState, intent: Intent, evidence: Evidence | None

@@ -342,6 +342,23 @@ def test_a_topic_in_the_current_category_is_an_ordinary_question(toy: IntentClas
     assert toy.decide("두유 마시기", vegan, FRESH) == Intent(IntentKind.SWITCH, Category.VEGAN)
 
 
+def test_a_first_ask_one_challenge_answers_outright_is_about_its_field(
+    toy: IntentClassifier,
+) -> None:
+    # "다 쓴 건전지 어떻게 버려?": the examples read upcycling; one zero-waste challenge's ask
+    # says it nearly word for word. A field the message names still decides; in a conversation
+    # the reading stays the examples' (the answer shown may be what it is about).
+    vegan = _unit(Label.TOPIC, Category.VEGAN)
+    outright = Category.ENERGY_SAVING
+    assert toy.decide("두유 마시기", vegan, FRESH, outright=outright) == Intent(
+        IntentKind.SWITCH, outright
+    )
+    assert toy.decide("비건 두유 마시기", vegan, FRESH, outright=outright) == Intent(
+        IntentKind.SWITCH, Category.VEGAN
+    )
+    assert toy.decide("두유 마시기", vegan, IN_VEGAN, outright=outright) == Intent(IntentKind.ASK)
+
+
 def test_back_needs_a_first_category(toy: IntentClassifier) -> None:
     back = _unit(Label.BACK)
     assert toy.decide("처음으로", back, IN_VEGAN) == Intent(IntentKind.BACK_TO_BASE)

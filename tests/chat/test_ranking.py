@@ -161,6 +161,21 @@ def test_the_best_fitting_challenges_are_found_in_a_category_or_anywhere() -> No
     assert bank.nearer_shown(query, ["zw-1", "zw-2", "vg-1"]) is None  # nothing else
 
 
+def test_a_message_one_challenge_fits_far_better_than_any_other_is_about_its_field() -> None:
+    documents = [("zw-1", Category.ZERO_WASTE), ("up-1", Category.UPCYCLING)]
+    documents += [("up-2", Category.UPCYCLING)]
+    passages = np.array([[1, 0], [0.9, 0.436], [0.8, 0.6]], dtype=np.float32)
+    bank = FitBank(documents, passages, [], np.zeros((0, 2)))
+    said = np.array([1, 0], dtype=np.float32)  # zw-1's own words: 1.0 against 0.9
+    assert bank.outright(said, margin=0.05) == "zw-1"
+    assert bank.category("zw-1") is Category.ZERO_WASTE and bank.category("none") is None
+    assert bank.outright(said, margin=0.2) is None  # not by that much
+    between = np.array([0.8, 0.6], dtype=np.float32)  # up-2 first, zw-1 a near second
+    assert bank.outright(between, margin=0.05) is None
+    alone = FitBank(documents[:1], passages[:1], [], np.zeros((0, 2)))
+    assert alone.outright(said) is None  # nothing to stand out from
+
+
 def test_words_a_message_shares_with_a_title_or_ask_move_its_fit() -> None:
     """The cosines barely part the two; the word "화상회의" the message shares with one
     title does, by WORDS_WEIGHT of the cosines' spread; a message sharing no word with any is
