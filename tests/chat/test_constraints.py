@@ -426,6 +426,21 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}
 
 
+def test_raising_a_pet_or_a_plant_is_no_family_raising_a_child_is(
+    embedder: Embedder, facets: FacetReaders
+) -> None:
+    # "키우는데" had read family whatever was raised: the family filter then left one
+    # upcycling challenge for a cat owner, and not the cat scratcher.
+    for message in ("고양이 키우는데 할 만한 업사이클 있어?", "화분 키우는데 할 만한 거"):
+        parts = embedder.embed_queries(clauses(message))
+        read = facets.read(message, embedder.embed_queries([message])[0], parts)
+        assert Constraint.FAMILY not in read.constraints, message
+    child = "아이 키우는데 할 만한 거"
+    parts = embedder.embed_queries(clauses(child))
+    read = facets.read(child, embedder.embed_queries([child])[0], parts)
+    assert Constraint.FAMILY in read.constraints
+
+
 @pytest.mark.parametrize(
     ("message", "wanted"),
     [
