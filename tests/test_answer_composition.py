@@ -223,6 +223,11 @@ async def test_a_fields_ask_that_names_its_subject_gets_what_fits_the_subject(
     message = {"sessionId": "c3f", "message": "냉장고 전기 아끼는 방법 알려줘"}
     answer = _answer(await read_stream(http, FREE, message))
     assert "냉장고" in _titles(answer)[0], _titles(answer)
+    # Not a plain ask, it names the field too: its name had put "업사이클 공방 원데이 클래스
+    # 듣기" first for a cat owner.
+    cat = {"sessionId": "c3f3", "message": "고양이 키우는데 할 만한 업사이클 있어?"}
+    answer = _answer(await read_stream(http, FREE, cat))
+    assert "반려묘" in _titles(answer)[0], _titles(answer)
     # By the whole message, "플로깅 챌린지" found "원격 팀의 비대면 플로깅 챌린지" first.
     hiking = {"sessionId": "c3f2", "message": "등산 플로깅 챌린지 추천해줘"}
     answer = _answer(await read_stream(http, FREE, hiking))

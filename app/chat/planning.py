@@ -267,7 +267,11 @@ class Planner:
         plain = _plain(facets, intent, constraints, told)
         # "에어컨 전기 아끼는 법 알려줘": plain by meaning, but it names what it is about; so
         # does "아침 식사로 할 만한 건 없어?" after a plain ask: no classic first steps for it.
-        subject = plain and names
+        # Any ask in its own words that names its field and a subject ("고양이 키우는데 할
+        # 만한 업사이클 있어?"): the field's name says where to look, not which challenge (a
+        # title saying it, "업사이클 공방 원데이 클래스 듣기", fitted it by that word first).
+        named_field = search is query and field_blanked(query.text) != query.text
+        subject = (plain or named_field) and names
         plain = plain and not names
         if subject:
             # Searched and fitted by its subject alone: by the whole, "등산 플로깅 챌린지
