@@ -986,6 +986,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("나만의 텀블러 꾸미기", {}),
         ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
         ("아이폰 사진 정리", {}),
+        ("애가 둘이라 그런지", {Constraint.FAMILY: 2}),  # a child, not "애매하다"
+        ("좀 애매한데", {}),
         ("혼자 잠깐 할 때", {Constraint.ALONE: 2, Constraint.EASY: 5}),
         ("비용 부담 없는 걸로", {Constraint.FREE: 7}),  # the cost's burden, not the effort's
         ("돈 좀 들어도 괜찮아, 비싸도 되니까", {}),
