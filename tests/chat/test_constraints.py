@@ -426,7 +426,7 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}
 
 
-def test_raising_a_pet_or_a_plant_is_no_family_raising_a_child_is(
+def test_raising_a_pet_is_no_family_and_eating_out_is_not_at_home(
     embedder: Embedder, facets: FacetReaders
 ) -> None:
     # "키우는데" had read family whatever was raised: the family filter then left one
@@ -435,6 +435,13 @@ def test_raising_a_pet_or_a_plant_is_no_family_raising_a_child_is(
         parts = embedder.embed_queries(clauses(message))
         read = facets.read(message, embedder.embed_queries([message])[0], parts)
         assert Constraint.FAMILY not in read.constraints, message
+    # Eating out is done outside, cooking at home at home ("외식할 때" had read home).
+    for message, place in (
+        ("외식할 때 할 수 있는 거", Constraint.OUTSIDE),
+        ("집밥 해 먹을 때 할 수 있는 거", Constraint.HOME),
+    ):
+        read = facets.read(message, embedder.embed_queries([message])[0])
+        assert read.constraints == {place}, message
     child = "아이 키우는데 할 만한 거"
     parts = embedder.embed_queries(clauses(child))
     read = facets.read(child, embedder.embed_queries([child])[0], parts)
