@@ -395,6 +395,9 @@ _WHERE_TO_START = re.compile(
     r"\s*(?:하|해|시작|실천|도전|손|보|바꾸|바꿔|챙기|챙겨)"
 )
 _SUBJECT_WORDS = 2
+#: Words that say the user is beginning, not what ("처음 해보는데", "이제 막 시작하려는데", "완전
+#: 초보인데"): not counted among the words of what it begins.
+_BEGINNING = re.compile(r"처음\w*|해\s*보\w*|해보\w*|시작\w*|초보\w*|입문\w*|완전|이제|막|한번")
 
 
 #: Asking for another field, in words: another field, category or topic ("딴 분야 없어?",
@@ -804,7 +807,8 @@ class FacetReaders:
             said.add(ANOTHER)
         if start := _WHERE_TO_START.search(message):  # "쓰레기 줄이기 뭐부터 하면 돼?"
             said.discard(QUESTION)
-            if len(message[: start.start()].split()) <= _SUBJECT_WORDS:
+            begun = [w for w in message[: start.start()].split() if not _BEGINNING.fullmatch(w)]
+            if len(begun) <= _SUBJECT_WORDS:
                 said.add(PLAIN)
         if _SAYS_MORE.search(message):  # "사무실에서 할 수 있는 비건 챌린지": not plain
             said.discard(PLAIN)

@@ -519,6 +519,8 @@ def test_a_plain_ask_for_a_field_is_read_as_one(
         ("쓰레기 줄이기 뭐부터 하면 돼?", True),
         ("전기 아끼려면 어디서부터 시작해?", True),
         ("채식 처음에 뭘 해야 돼?", True),
+        ("플로깅 처음 해보는데 뭐부터 해?", True),  # that it begins is no subject
+        ("업사이클링 이제 막 시작하려는데 뭐부터 하면 좋을까", True),
         ("옷을 너무 자주 사는 것 같아서 좀 줄여 보고 싶은데 뭐부터 하면 돼?", False),
         ("혼자 사는데 쓰레기 줄이기 뭐부터 해?", False),  # its own situation: not plain
     ],
