@@ -436,9 +436,12 @@ def test_raising_a_pet_is_no_family_and_eating_out_is_not_at_home(
         read = facets.read(message, embedder.embed_queries([message])[0], parts)
         assert Constraint.FAMILY not in read.constraints, message
     # Eating out is done outside, cooking at home at home ("외식할 때" had read home).
+    # Walking is done outside; walking to work is on the move.
     for message, place in (
         ("외식할 때 할 수 있는 거", Constraint.OUTSIDE),
         ("집밥 해 먹을 때 할 수 있는 거", Constraint.HOME),
+        ("걸으면서 할 수 있는 거", Constraint.OUTSIDE),
+        ("출퇴근길에 걸으면서 할 수 있는 거", Constraint.MOVING),
     ):
         read = facets.read(message, embedder.embed_queries([message])[0])
         assert read.constraints == {place}, message
