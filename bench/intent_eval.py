@@ -13,11 +13,12 @@ way (``IntentClassifier.decide``):
   ``CATALOGUE_WEIGHT``; the corpus is embedded into an in-memory store first, about a minute);
 - ``served``: what the gateway decides, all of it: ``knn`` with the evidence of the nearest
   documents and of the best-fitting ones (``fused_evidence``, app/chat/fit.py), a first
-  turn that one challenge fits outright in that challenge's field (``FitBank.outright``), read again
-  with the message's facets (``with_facets``: "그 중에 …" by its grammar is a choice among
-  those shown, "아예 다른 분야로, …" by its words another field; each history turn counts as
-  having shown challenges, as it did), and a follow-up that leaves something aside read for
-  what it wants (``what_it_wants``: "쓰레기 얘기 말고, 먹을거리를 …" goes to that field);
+  turn that one challenge fits outright in that challenge's field (``FitBank.outright``),
+  read again with the conversation as the gateway reads it (``in_conversation``: "그 중에 …"
+  by its grammar is a choice among those shown, "아예 다른 분야로, …" by its words another
+  field, a follow-up that leaves something aside goes where it wants, a request whose
+  best-fitting challenges lie in another field goes there; each history turn counts as having
+  shown challenges, as it did);
 - ``lexical+confirm+catalogue``: the gateway in a burst: ``lexical+confirm`` with the evidence
   of a search by words alone;
 - ``lexical``: the gateway's reading of a turn the embedding model is too busy for: the same
@@ -346,10 +347,10 @@ def _served(
             async def shown() -> list[Document]:
                 return [documents[i] for i in state.last_shown if i in documents]
 
-            def fitting() -> list[Category]:
-                return fit.categories(self.vector, 10, self.message)
+            return await about_something_else(self.message, state, subjects, shown, self.fitting)
 
-            return await about_something_else(self.message, state, subjects, shown, fitting)
+        def fitting(self) -> list[Category]:
+            return fit.categories(self.vector, 10, self.message)
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))

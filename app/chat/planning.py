@@ -176,6 +176,9 @@ class _Readings:
     async def beyond_shown(self) -> tuple[bool, Category | None]:
         return await self.planner._beyond_shown(self.message, self.query, self.state)
 
+    def fitting(self) -> list[Category] | None:
+        return self.planner._fitting_fields(self.query)
+
 
 class Planner:
     def __init__(
@@ -672,6 +675,13 @@ class Planner:
             return catalogue_evidence(nearby)
         best = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
         return fused_evidence(nearby, best)
+
+    def _fitting_fields(self, query: _Query) -> list[Category] | None:
+        """The categories of the challenges that fit the query best, best first (None
+        without its embedding or the fit bank)."""
+        if query.vector is None or self._fit_bank is None:
+            return None
+        return self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
 
     def _outright(self, query: _Query, margin: float = OUTRIGHT_MARGIN) -> str | None:
         """The one challenge that fits the message better than any other by ``margin``

@@ -103,3 +103,23 @@ async def test_a_choice_among_is_about_something_else_when_none_shown_says_it(
     assert await about("에어컨 관련된 것도 있어?") == (True, Category.ENERGY_SAVING)
     assert await about("그 에어컨은 몇 도로 맞춰?") == (False, None)  # points at one shown
     assert await about("이건 얼마나 걸려?") == (False, None)  # names no subject
+
+
+def test_a_request_whose_best_fitting_challenges_lie_in_another_field_goes_there() -> None:
+    """app/chat/follow_up.py ``asked_elsewhere``: "헌 옷으로 뭐 만드는 챌린지도 있어?" read as an
+    ask in zero waste, its best-fitting challenges all upcycling's, asks for upcycling; one
+    whose best-fitting challenges are split, or in the current field, stays."""
+    from app.chat.follow_up import ELSEWHERE_AGREE, asked_elsewhere
+    from app.chat.intent import Intent, IntentKind
+    from app.chat.sessions import SessionState
+
+    state = SessionState("s", category=Category.ZERO_WASTE)
+    ask = Intent(IntentKind.ASK)
+    upcycling = [Category.UPCYCLING] * ELSEWHERE_AGREE + [Category.ZERO_WASTE]
+    assert asked_elsewhere(ask, state, upcycling) == Intent(IntentKind.SWITCH, Category.UPCYCLING)
+    split = [Category.UPCYCLING, Category.ZERO_WASTE, *upcycling]
+    assert asked_elsewhere(ask, state, split) == ask
+    assert asked_elsewhere(ask, state, [Category.ZERO_WASTE] * 4) == ask
+    assert asked_elsewhere(ask, state, None) == ask  # without its embedding
+    more = Intent(IntentKind.MORE)
+    assert asked_elsewhere(more, state, upcycling) == more  # only an ask read in the field
