@@ -426,7 +426,7 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}
 
 
-def test_raising_a_pet_is_no_family_and_eating_out_is_not_at_home(
+def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
     embedder: Embedder, facets: FacetReaders
 ) -> None:
     # "키우는데" had read family whatever was raised: the family filter then left one
@@ -435,11 +435,8 @@ def test_raising_a_pet_is_no_family_and_eating_out_is_not_at_home(
         parts = embedder.embed_queries(clauses(message))
         read = facets.read(message, embedder.embed_queries([message])[0], parts)
         assert Constraint.FAMILY not in read.constraints, message
-    # Eating out is done outside, cooking at home at home ("외식할 때" had read home).
     # Walking is done outside; walking to work is on the move.
     for message, place in (
-        ("외식할 때 할 수 있는 거", Constraint.OUTSIDE),
-        ("집밥 해 먹을 때 할 수 있는 거", Constraint.HOME),
         ("걸으면서 할 수 있는 거", Constraint.OUTSIDE),
         ("출퇴근길에 걸으면서 할 수 있는 거", Constraint.MOVING),
     ):
