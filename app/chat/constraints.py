@@ -439,6 +439,19 @@ _ASKS_FOR_ONE = re.compile(
     r"(?:거|것|게|건|챌린지)\s*(?:도\s*)?(?:뭐\s*)?(?:좀\s*)?(?:있|없)(?:을까|어|나|나요|어요|을까요|니|는지|냐|습니까)"
 )
 _HOW_OR_WHY = re.compile(_HOW_WHY)
+#: Asking how, why, how much, when or where, how many of a measure ("몇 분", "몇 년", not "몇
+#: 개 더"), or whether it is really so ("정말 나아?", "진짜야?"): a question of fact, in
+#: question form, is one whatever the vote (it missed "소금기는 어떻게 빼?", "몇 분 지나면
+#: 눅눅해져?", "휴지 쓰는 것보다 정말 환경에 나아?"). Not a critique, a pointer, more or another
+#: field, nor a request for challenges that asks no how or why.
+_ASKS_A_FACT = re.compile(_HOW_WHY + r"|몇(?!\s*(?:개|가지|번째))|정말|진짜|실제로")
+
+
+def _asks_a_fact(message: str) -> bool:
+    """Whether ``message`` asks a question of fact (:data:`_ASKS_A_FACT`)."""
+    if not (_ASKS_A_FACT.search(message) and _ASKING.search(message)):
+        return False
+    return not _ASKS_FOR_ONE.search(message) or _HOW_OR_WHY.search(message) is not None
 
 
 #: A plain ask names its field and nothing of where, with whom, when, how easy or what it
@@ -805,6 +818,8 @@ class FacetReaders:
             said.add(MORE)
         if _ANOTHER.search(message):
             said.add(ANOTHER)
+        if _asks_a_fact(message) and not said & (_CONSTRAINTS | {AMONG, MORE, ANOTHER}):
+            said.add(QUESTION)  # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote
         if start := _WHERE_TO_START.search(message):  # "쓰레기 줄이기 뭐부터 하면 돼?"
             said.discard(QUESTION)
             begun = [w for w in message[: start.start()].split() if not _BEGINNING.fullmatch(w)]

@@ -690,6 +690,26 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
 
 
 @pytest.mark.parametrize(
+    ("message", "question"),
+    [
+        ("바닷가에서 주운 나무로 뭐 만들 때 소금기는 어떻게 빼?", True),
+        ("종이 빨대는 몇 분 지나면 눅눅해져?", True),
+        ("손수건 쓰는 게 휴지 쓰는 것보다 정말 환경에 나아?", True),
+        ("공동 편집 문서로 바꾸면 예전 버전은 어떻게 되살려?", True),
+        ("몇 개 더 보여 줘", False),  # more, not how many
+        ("진짜 돈 안 드는 걸로 없어?", False),  # a critique
+        ("전기 아끼려면 어디서부터 시작해?", False),  # where to begin: a plain ask
+    ],
+)
+def test_a_question_of_fact_is_one_whatever_the_vote(
+    embedder: Embedder, facets: FacetReaders, message: str, question: bool
+) -> None:
+    """How, why, how many of a measure, whether it is really so: the vote had read none of
+    the first four as a question, and their answers never came."""
+    assert _read(embedder, facets, message).question is question
+
+
+@pytest.mark.parametrize(
     ("message", "question", "asks_for_them"),
     [
         ("재봉틀 없어도 돼?", True, False),
