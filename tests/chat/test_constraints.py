@@ -696,6 +696,8 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
         ("종이 빨대는 몇 분 지나면 눅눅해져?", True),
         ("손수건 쓰는 게 휴지 쓰는 것보다 정말 환경에 나아?", True),
         ("공동 편집 문서로 바꾸면 예전 버전은 어떻게 되살려?", True),
+        ("유튜브 자동 재생 끄는 게 데이터 아끼는 데 도움이 돼?", True),
+        ("환경에 도움 되는 거 있을까?", False),  # asks for challenges
         ("몇 개 더 보여 줘", False),  # more, not how many
         ("진짜 돈 안 드는 걸로 없어?", False),  # a critique
         ("전기 아끼려면 어디서부터 시작해?", False),  # where to begin: a plain ask
