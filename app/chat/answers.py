@@ -247,12 +247,37 @@ def answered_by(
     bank: SentenceBank | None = None,
 ) -> Found | None:
     """The answer in the text of a challenge known to hold it (``question`` says one of its
-    asks nearly word for word: app/chat/fit.py ``FitBank.outright``): asked how to do a thing,
-    its instruction; else its sentence nearest the question. Sure either way."""
-    if asks_how_to(question) and (found := instruction(hit)) is not None:
-        return found
+    asks nearly word for word: app/chat/fit.py ``FitBank.outright``), sure: asked how to do a
+    thing, the instruction nearest it ("소금기는 어떻게 빼?": "염분이 빠지도록 민물에 …
+    확인하세요.", not the challenge's first); asked whether it helps, why it does (the text's
+    second sentence); else the sentence nearest it."""
+    sentences = sentences_of(hit.document.body)
+    if asks_how_to(question):
+        told = [sentence for sentence in sentences if _INSTRUCTION.search(sentence)]
+        if told:
+            return Found(hit, _nearest(hit, told, vector, bank))
+    if asks_worth(question) and (why := reason(hit, sure=True)) is not None:
+        return why
     nearest = find_answer(question, (hit,), vector=vector, bank=bank)
     return replace(nearest, sure=True) if nearest is not None else None
+
+
+def _nearest(
+    hit: Hit,
+    sentences: list[str],
+    vector: npt.NDArray[np.float32] | None,
+    bank: SentenceBank | None,
+) -> str:
+    """Of the challenge's ``sentences``, the nearest the question's ``vector`` (the first
+    without one, or without the bank)."""
+    if vector is None or bank is None:
+        return sentences[0]
+    scored = [
+        (float(known @ vector), sentence)
+        for sentence in sentences
+        if (known := bank.vector(hit.document.id, sentence)) is not None
+    ]
+    return max(scored)[1] if scored else sentences[0]
 
 
 def _by_meaning(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.chat.answers import SentenceBank, find_answer
+from app.chat.answers import SentenceBank, find_answer, sentences_of
 from app.chat.constraints import Constraint
 from app.chat.fit import ASK_WEIGHT, WORDS_WEIGHT, FitBank, Words
 from app.chat.ranking import Ranked, Situation, rank
@@ -283,6 +283,29 @@ def test_asked_how_to_do_one_the_answer_is_what_its_text_says_to_do() -> None:
     found = instruction(told)
     assert found is not None and found.sentence == "텀블러를 가방에 넣어 다니세요." and found.sure
     assert instruction(_hit("n", body="종이컵은 재활용이 어렵습니다. 그래서 줄입니다.")) is None
+
+
+def test_a_text_known_to_answer_a_question_answers_it_plainly() -> None:
+    """``answered_by``: the challenge a question fits outright (app/chat/fit.py) holds its
+    answer: how to do a thing, the instruction nearest the question; whether it helps, why;
+    anything else, its nearest sentence; all said to be the answer."""
+    from app.chat.answers import answered_by
+
+    body = "건전지는 전용 수거함에 넣어 주세요. 불이 날 수 있습니다. 단자에 테이프를 붙이세요."
+    battery = _hit("b", body=body)
+    found = answered_by("다 쓴 건전지 어떻게 버려?", battery)
+    assert (
+        found is not None and found.sure and found.sentence == "건전지는 전용 수거함에 넣어 주세요."
+    )
+    # With the sentences' vectors, the instruction nearest the question, not the first.
+    rows = [("b", sentence) for sentence in sentences_of(body)]
+    bank = SentenceBank(rows, np.array([[1, 0], [0.8, 0.6], [0, 1]], dtype=np.float32))
+    taped = answered_by("단자는 어떻게 해?", battery, vector=np.array([0, 1.0]), bank=bank)
+    assert taped is not None and taped.sentence == "단자에 테이프를 붙이세요."
+    why = answered_by("이거 정말 도움이 돼?", battery)
+    assert why is not None and why.sure and why.sentence == "불이 날 수 있습니다."
+    other = answered_by("불 안 나?", battery, vector=np.array([0.8, 0.6]), bank=bank)
+    assert other is not None and other.sure and other.sentence == "불이 날 수 있습니다."
 
 
 def test_asked_whether_it_helps_the_answer_is_why_its_text_says_it_does() -> None:
