@@ -408,7 +408,8 @@ async def in_conversation(
     """The intent read again with the facets and the conversation: a pointer, another field in
     words, a critique kept in its field, where the message says it turns, a question about what
     was just shown (then answered from their text), what a message that leaves something aside
-    (``leaves_aside``) wants, and a choice among that is about something else; and the facets,
+    (``leaves_aside``) wants, a choice among that is about something else, and a request
+    whose best-fitting challenges lie in another field (:func:`asked_elsewhere`); and the facets,
     a question of what was shown said to be one."""
     intent = with_facets(intent, facets, state)
     # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").

@@ -285,6 +285,8 @@ class Planner:
                 search, text=blanked, vector=search.vector if vector is None else vector
             )
         if intent.kind is IntentKind.BACK_TO_BASE and search.vector is None and not search.lexical:
+            # "처음 거로 다시": the first ask, searched and fitted by its own embedding (by its
+            # words alone and unfitted, food waste's first ask found a beach picnic first).
             vector = await self._embedding_if_free(search.text)
             search = replace(search, vector=vector)
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
