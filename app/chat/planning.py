@@ -515,9 +515,7 @@ class Planner:
             return [hit.document for hit in await self._just_shown(query, state)]
 
         def fitting() -> list[Category] | None:
-            if query.vector is None or self._fit_bank is None:
-                return None
-            return self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
+            return self._fitting_fields(query)
 
         return await about_something_else(message, state, self._subjects, shown, fitting)
 
@@ -673,10 +671,8 @@ class Planner:
         documents, and of the documents that fit it best (users' words against users' words;
         :func:`fused_evidence`)."""
         nearby = [hit.document.category for hit in nearest]
-        if query.vector is None or self._fit_bank is None:
-            return catalogue_evidence(nearby)
-        best = self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
-        return fused_evidence(nearby, best)
+        best = self._fitting_fields(query)
+        return catalogue_evidence(nearby) if best is None else fused_evidence(nearby, best)
 
     def _fitting_fields(self, query: _Query) -> list[Category] | None:
         """The categories of the challenges that fit the query best, best first (None
