@@ -441,10 +441,9 @@ _ASKS_FOR_ONE = re.compile(
 _HOW_OR_WHY = re.compile(_HOW_WHY)
 #: Asking how, why, how much, when or where, how many of a measure ("몇 분", "몇 년", not "몇
 #: 개 더"), whether it is really so ("정말 나아?", "진짜야?") or helps ("도움이 돼?", "효과
-#: 있어?"): a question of fact, in
-#: question form, is one whatever the vote (it missed "소금기는 어떻게 빼?", "몇 분 지나면
-#: 눅눅해져?", "휴지 쓰는 것보다 정말 환경에 나아?"). Not a critique, a pointer, more or another
-#: field, nor a request for challenges that asks no how or why.
+#: 있어?"): a question of fact, in question form, is one whatever the vote (it missed "소금기는
+#: 어떻게 빼?", "몇 분 지나면 눅눅해져?", "휴지 쓰는 것보다 정말 환경에 나아?"). Not a critique,
+#: a pointer, more or another field, nor a request for challenges that asks no how or why.
 _ASKS_A_FACT = re.compile(
     _HOW_WHY + r"|몇(?!\s*(?:개|가지|번째))|정말|진짜|실제로|효과|도움|의미|차이|소용"
 )
