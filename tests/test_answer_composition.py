@@ -303,6 +303,23 @@ async def test_going_back_to_the_start_answers_the_first_ask_again(
     assert lead.traits is not None and "alone" in lead.traits.company, "the first ask's 혼자"
 
 
+async def test_more_of_it_is_more_of_what_was_asked(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # More after a phone's full storage: searched and fitted by what was asked, not by the
+    # words of asking for more ("가끔 쓰는 기기는 빌려 쓰기" had come first).
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    more = "오 유용하다. 폰 쪽으로 이런 거 몇 개만 더 알려 줘"
+    answer = await _after(http, "c3m", "휴대폰 용량이 맨날 꽉 차서 짜증 나", more)
+    phones = {  # the phone's settings and files: what a labeller puts first
+        "위치 서비스와 백그라운드 새로고침 끄기",
+        "자동 재생과 자동 백업 설정 손보기",
+        "스크린타임 확인하고 하루 30분 줄이기",
+        "잘 안 보는 파일은 외장하드에 보관하기",
+    }
+    assert _titles(answer)[0] in phones, _titles(answer)
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

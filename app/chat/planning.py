@@ -284,6 +284,17 @@ class Planner:
             search = replace(
                 search, text=blanked, vector=search.vector if vector is None else vector
             )
+        if (
+            intent.kind is IntentKind.MORE
+            and search is not query
+            and state.topic
+            and not search.lexical
+        ):
+            # "이런 거 몇 개만 더": more of what was asked, searched and fitted by the topic's
+            # own embedding (the topic's words and the message's still count, as words).
+            # Unfitted, more after "휴대폰 용량이 맨날 꽉 차서" began with "가끔 쓰는 기기는
+            # 빌려 쓰기"; now with "위치 서비스와 백그라운드 새로고침 끄기".
+            search = replace(search, vector=await self._embedding_if_free(state.topic))
         if intent.kind is IntentKind.BACK_TO_BASE and search.vector is None and not search.lexical:
             # "처음 거로 다시": the first ask, searched and fitted by its own embedding (by its
             # words alone and unfitted, food waste's first ask found a beach picnic first).
