@@ -12,10 +12,12 @@ sparse-only search) rather than wait behind it.
 A plain ask for a field ("비건 챌린지 추천해줘") is answered with the field's classic first
 steps (the catalogue's ``starter`` rank), and so is more of it after.
 
-The candidates are catalogue challenges: in the answer's category, fitting the user's
-situation (base-info's location and work type), not shown before in the session ("다른 거",
-"더 쉬운 거"), or exactly the ones just shown ("그 중에 …"); satisfying the constraints in force
-("돈 안 드는 거", "집에서": app/chat/constraints.py) when any does. They are ranked
+The candidates (app/chat/candidates.py) are catalogue challenges: in the answer's category,
+fitting the user's situation (base-info's location and work type), not shown before in the
+session ("다른 거", "더 쉬운 거"), or exactly the ones just shown ("그 중에 …"); satisfying the
+constraints in force ("돈 안 드는 거", "집에서": app/chat/constraints.py) when any does. The
+turn decides what to search them with (its own words, the conversation's topic, a subject
+it names, the first ask again), and they are ranked
 (app/chat/ranking.py); in the ``titles`` composition the best is the answer's first challenge,
 put by the gateway, and the model orders the next ones. A question is answered from the
 catalogue sentence that holds it (app/chat/answers.py), its challenge first.
@@ -27,9 +29,8 @@ told, the intent read with the facets) is app/chat/follow_up.py's.
 from __future__ import annotations
 
 import logging
-import random
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from opentelemetry import trace
@@ -49,6 +50,7 @@ from app.chat.answers import (
     sentences_of,
     what_it_is,
 )
+from app.chat.candidates import Candidates, Query, named_one, starter_query
 from app.chat.constraints import (
     Constraint,
     FacetReaders,
@@ -98,7 +100,7 @@ from app.llm.schema import Answer
 from app.metrics import Metrics
 from app.rag.corpus import Document
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
-from app.rag.scope import ANYWHERE, Scope
+from app.rag.scope import ANYWHERE
 
 __all__ = ["OFF_TOPIC_REPLY", "Planner"]
 
@@ -118,16 +120,9 @@ FRIENDLY_REPLY = Reply(
         Done({"recommend": OFF_TOPIC_REPLY, "challenges": []}),
     )
 )
-_FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
-#: How many of the challenges that fit a query best (app/chat/fit.py) join retrieval's
-#: candidates where it missed them (:meth:`Planner._with_best_fitting`; 3 of 0, 3 and 6 on
-#: the fit bench's dev splits, bench/README.md "Eighth pass").
-BEST_FITTING_JOINED = 3
-#: Documents fitting the situation looked at to see which other categories still have some.
-_ANOTHER_FIELD_K = 60
 #: What the gateway's recommend says the turn did, by what the message asked for.
 _OPENING_KIND = {
     IntentKind.SWITCH: "switch",
@@ -141,22 +136,13 @@ _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
 
 
 @dataclass(frozen=True, slots=True)
-class _Query:
-    """What a search looks for: the turn's words, and its embedding when it has one."""
-
-    text: str
-    vector: QueryVector | None = None
-    lexical: bool = False  # read without its embedding (a burst): sparse-only search
-
-
-@dataclass(frozen=True, slots=True)
 class _Readings:
     """:class:`app.chat.follow_up.Readings` of one turn, on the planner's banks and store."""
 
     planner: Planner
     message: str
-    query: _Query
-    wants: _Query | None
+    query: Query
+    wants: Query | None
     state: SessionState
 
     async def turns_to(self) -> Intent | None:
@@ -196,12 +182,19 @@ class Planner:
         metrics: Metrics,
     ) -> None:
         self._retriever = retriever
+        # Where candidates are looked for, and each field's classic first steps (app/rag/
+        # corpus.py classics_of): a plain ask's.
+        self._candidates = Candidates(
+            retriever=retriever,
+            fit=fit,
+            classics=classics or {},
+            settings=settings,
+            metrics=metrics,
+        )
         self._intents = intents
         self._facets = facets
         self._sentences = sentences  # None: questions are matched by their words alone
         self._fit_bank = fit  # None: ranked by retrieval's order, categorized without it
-        # Each field's classic first steps (app/rag/corpus.py classics_of): a plain ask's.
-        self._classics = classics or {}
         # What the catalogue's challenges are about: an ask that names one is not plain.
         self._subjects = subjects
         self._sessions = sessions
@@ -214,15 +207,15 @@ class Planner:
         state = await self._sessions.record(
             turn.session_id, base_category=chosen, category=chosen, location=place, work_type=work
         )
-        query = _Query(_situation_query(chosen, place, work))
-        _, pool = await self._fitting(query, chosen, state, more=False)
+        query = Query(_situation_query(chosen, place, work))
+        _, pool = await self._candidates.fitting(query, chosen, state, more=False)
         classics: tuple[str, ...] = ()
         if place == CITY:
             # No ask of its own, in the place most challenges are written for: the field's
             # classic first steps that fit the work type come first (elsewhere, what is written
             # for the place: app/chat/ranking.py LOCAL_BONUS).
-            classics = self._classics.get(chosen, ())
-            pool = await self._with_classics(query, chosen, state, classics, pool)
+            classics = self._candidates.first_steps(chosen)
+            pool = await self._candidates.with_classics(query, chosen, state, classics, pool)
         # No ask of its own: the first is a challenge to start with (easy, for anyone).
         ranked = rank(
             pool, situation=Situation(place, work, given=True), starter=True, classics=classics
@@ -301,7 +294,7 @@ class Planner:
             vector = await self._embedding_if_free(search.text)
             search = replace(search, vector=vector)
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
-        category, pool = await self._choose(
+        category, pool = await self._candidates.choose(
             search,
             intent,
             state,
@@ -314,18 +307,20 @@ class Planner:
             names=names,
         )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
-            topic = _starter_query(category)
-        classics = self._classics_for(category, intent, state, plain=plain, names=names)
+            topic = starter_query(category)
+        classics = self._candidates.classics_for(category, intent, state, plain=plain, names=names)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
         among = intent.kind is IntentKind.AMONG and bool(state.last_shown)
-        named = _named_one(pool, pointed, at) if among else None
+        named = named_one(pool, pointed, at) if among else None
         if among and named is None and names:
             # "내복은 어떻게 입어?": the one of them that says what it names, first.
             named = self._saying(turn.message, pool)
         situation = situation_of(state, told)
-        asked_of = await self._just_shown(query, state) if facets.question and not among else ()
+        asked_of = (
+            await self._candidates.just_shown(query, state) if facets.question and not among else ()
+        )
         ranked, found = self._ranked(
             turn.message,
             query,
@@ -368,10 +363,10 @@ class Planner:
     async def _in_conversation(
         self,
         message: str,
-        query: _Query,
+        query: Query,
         intent: Intent,
         facets: Facets,
-        wants: _Query | None,
+        wants: Query | None,
         state: SessionState,
     ) -> tuple[Intent, Facets]:
         """The intent and facets read with the conversation (:func:`in_conversation`), measured
@@ -384,7 +379,7 @@ class Planner:
     def _ranked(
         self,
         message: str,
-        query: _Query,
+        query: Query,
         pool: tuple[Hit, ...],
         *,
         situation: Situation,
@@ -460,14 +455,7 @@ class Planner:
             ranked = replace(ranked, hits=(found.hit, *rest))
         return ranked, found
 
-    async def _just_shown(self, query: _Query, state: SessionState) -> tuple[Hit, ...]:
-        """The challenges the turn before showed: a question may be about one of them."""
-        last = state.last_shown
-        if not last:
-            return ()
-        return await self._search(query, Scope(only=frozenset(last)), k=len(last)) or ()
-
-    async def _wants(self, message: str, query: _Query) -> _Query | None:
+    async def _wants(self, message: str, query: Query) -> Query | None:
         """The words a message wants after what it leaves aside (:func:`leaving_aside`), with
         their own embedding (read by their words in a burst, or when the model is busy or
         fails); None when it leaves nothing aside."""
@@ -475,16 +463,16 @@ class Planner:
         if wanted == message:
             return None
         vector = None if query.lexical else await self._embedding_if_free(wanted)
-        return _Query(wanted, vector, lexical=vector is None)
+        return Query(wanted, vector, lexical=vector is None)
 
-    def _wanted(self, message: str, wants: _Query | None, state: SessionState) -> Intent | None:
+    def _wanted(self, message: str, wants: Query | None, state: SessionState) -> Intent | None:
         """What a follow-up that leaves something aside asks for, read alone; None when it
         leaves nothing aside, or names a category (the whole's reading has it)."""
         if wants is None or not state.turns or named_category(message) is not None:
             return None
         return self._intents.decide(wants.text, wants.vector, state)
 
-    async def _turns_to(self, message: str, query: _Query, state: SessionState) -> Intent | None:
+    async def _turns_to(self, message: str, query: Query, state: SessionState) -> Intent | None:
         """Where a follow-up turns in its own words (:func:`toward`), read alone by its
         meaning: a field ("이번엔 먹는 거 쪽으로", "스마트폰 쪽도 알려줘"; the field whose topic
         examples and best-fitting challenges the words are nearest: a switch there), or a
@@ -499,7 +487,7 @@ class Planner:
         return turned_to(words, vector, self._facets, self._intents.dense, self._fit_bank)
 
     def _nearer_shown(
-        self, message: str, query: _Query, intent: Intent, state: SessionState
+        self, message: str, query: Query, intent: Intent, state: SessionState
     ) -> float | None:
         """How much better the challenges just shown fit the message than the rest of the
         catalogue (:meth:`FitBank.nearer_shown`), measured only where it can matter: a switch
@@ -515,7 +503,7 @@ class Planner:
         return self._fit_bank.nearer_shown(query.vector, state.last_shown, message)
 
     async def _beyond_shown(
-        self, message: str, query: _Query, state: SessionState
+        self, message: str, query: Query, state: SessionState
     ) -> tuple[bool, Category | None]:
         """:func:`about_something_else`, on the store (what was just shown) and the fit bank;
         never without the catalogue's subjects."""
@@ -523,7 +511,7 @@ class Planner:
             return False, None
 
         async def shown() -> list[Document]:
-            return [hit.document for hit in await self._just_shown(query, state)]
+            return [hit.document for hit in await self._candidates.just_shown(query, state)]
 
         def fitting() -> list[Category] | None:
             return self._fitting_fields(query)
@@ -544,7 +532,7 @@ class Planner:
         ask by meaning, and is answered by what fits it, not by the field's first steps."""
         return self._subjects is not None and bool(self._subjects.named_in(message))
 
-    def _nearer_a_constraint(self, message: str, query: _Query) -> bool:
+    def _nearer_a_constraint(self, message: str, query: Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than
         any field's, by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding; False without one)."""
         if query.vector is None or named_category(message) is not None:
@@ -555,7 +543,7 @@ class Planner:
         )
         return nearer >= ONLY_CONSTRAINTS_MARGIN
 
-    def _best_fit(self, query: _Query | None) -> Category | None:
+    def _best_fit(self, query: Query | None) -> Category | None:
         """The category of the challenge that fits the query's words best (None without its
         embedding or the fit bank)."""
         if query is None or query.vector is None or self._fit_bank is None:
@@ -574,7 +562,7 @@ class Planner:
             log.warning("an embedding besides the turn's failed; read by words", exc_info=True)
             return None
 
-    def _fit(self, search: _Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
+    def _fit(self, search: Query, pool: tuple[Hit, ...]) -> dict[str, float] | None:
         """How well each candidate fits what the turn says in its own words (app/chat/fit.py);
         None for a follow-up that leans on the conversation's topic ("더 쉬운 거": fitting
         the topic again moved critiques away from what they asked, on the fit bench's dev
@@ -584,7 +572,7 @@ class Planner:
         ids = (hit.document.id for hit in pool)
         return self._fit_bank.fit(search.vector, ids, search.text)
 
-    async def _read_facets(self, message: str, query: _Query, wants: _Query | None) -> Facets:
+    async def _read_facets(self, message: str, query: Query, wants: Query | None) -> Facets:
         """The message's facets; a message told in clauses is read clause by clause too (an
         embedding each; none when the embedding model is busy: the whole is read alone), and
         one that leaves a place aside ("현장 말고 집에서") for the place it ``wants``."""
@@ -653,7 +641,7 @@ class Planner:
 
     async def _understand(
         self, text: str, state: SessionState
-    ) -> tuple[_Query, tuple[Hit, ...], Intent]:
+    ) -> tuple[Query, tuple[Hit, ...], Intent]:
         """The turn as a search query (its embedding, or its words alone in a burst), its
         nearest catalogue documents, and what it asks for: the examples' reading, with those
         documents' categories as evidence of the category it is about."""
@@ -664,8 +652,8 @@ class Planner:
             except EmbedderBusy:
                 vector = None  # read by its words: lexical intent, sparse-only search
                 self._metrics.lexical_turns.inc()
-            query = _Query(text, vector, lexical=vector is None)
-            nearest = await self._search(query, ANYWHERE, k=_EVIDENCE_K) or ()
+            query = Query(text, vector, lexical=vector is None)
+            nearest = await self._candidates.search(query, ANYWHERE, k=_EVIDENCE_K) or ()
             evidence = self._evidence(query, nearest)
             answering = self._outright(query)
             outright = self._fit_bank.category(answering) if answering and self._fit_bank else None
@@ -677,7 +665,7 @@ class Planner:
             span.set_attribute("gateway.lexical", query.lexical)
         return query, nearest, intent
 
-    def _evidence(self, query: _Query, nearest: tuple[Hit, ...]) -> Evidence | None:
+    def _evidence(self, query: Query, nearest: tuple[Hit, ...]) -> Evidence | None:
         """What the catalogue says of the message's category: the categories of its nearest
         documents, and of the documents that fit it best (users' words against users' words;
         :func:`fused_evidence`)."""
@@ -685,14 +673,14 @@ class Planner:
         best = self._fitting_fields(query)
         return catalogue_evidence(nearby) if best is None else fused_evidence(nearby, best)
 
-    def _fitting_fields(self, query: _Query) -> list[Category] | None:
+    def _fitting_fields(self, query: Query) -> list[Category] | None:
         """The categories of the challenges that fit the query best, best first (None
         without its embedding or the fit bank)."""
         if query.vector is None or self._fit_bank is None:
             return None
         return self._fit_bank.categories(query.vector, _EVIDENCE_K, query.text)
 
-    def _outright(self, query: _Query, margin: float = OUTRIGHT_MARGIN) -> str | None:
+    def _outright(self, query: Query, margin: float = OUTRIGHT_MARGIN) -> str | None:
         """The one challenge that fits the message better than any other by ``margin``
         (app/chat/fit.py): its text answers it. None without its embedding or the bank."""
         if query.vector is None or self._fit_bank is None:
@@ -716,220 +704,6 @@ class Planner:
         confirmed = decided.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE)
         self._metrics.lexical_refusals.labels("confirmed" if confirmed else "overturned").inc()
         return decided
-
-    # ------------------------------------------------------------------ candidates
-    async def _choose(
-        self,
-        query: _Query,
-        intent: Intent,
-        state: SessionState,
-        nearest: tuple[Hit, ...],
-        constraints: frozenset[Constraint],
-        *,
-        pointed: tuple[str, ...] = (),
-        by_what_it_says: bool = False,
-        at: int | None = None,
-        plain: bool = False,
-        names: bool = False,
-    ) -> tuple[Category, tuple[Hit, ...]]:
-        """The answer's category and its candidates, in retrieval's order (a choice among
-        those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
-        one at the place ``at`` names first). A ``plain`` ask for a field ("비건 챌린지
-        추천해줘"), and more of it or a critique of it after: its words find the challenges
-        that say "비건" most, not those to begin with, so the field is searched for what anyone
-        begins with, and its classic first steps are candidates wherever that search ranks them
-        (ranked first: app/chat/ranking.py)."""
-        kind = intent.kind
-        if kind is IntentKind.AMONG and pointed:
-            last = pointed
-            among = await self._search(query, Scope(only=frozenset(last)), k=len(last))
-            if among:
-                # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the
-                # answer as the user read it, whose first was the best for what was asked. A
-                # choice by what it says instead ("방금 세 개 중에 비행기 탈 일 있을 때 써먹을
-                # 만한 건?"): in the order of its search.
-                if not by_what_it_says:
-                    among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
-                named = _named_one(among, last, at)
-                if named is not None:  # "두 번째 거 어떻게 시작해?": that one, first
-                    among = (named, *(hit for hit in among if hit is not named))
-                return state.category or among[0].document.category, among
-        if kind is IntentKind.ANOTHER:
-            category: Category | None = await self._another_field(
-                query, state, constraints, intent.away_from
-            )
-        else:
-            category = _next_category(intent, state)
-        if category is None:
-            # Nothing chosen yet: the closest document decides (the server's choice, not the
-            # model's).
-            category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
-        # A critique in the same field asks for new ones ("더 쉬운 거", "돈 안 드는 거").
-        critique = bool(constraints) and bool(state.turns) and category is state.category
-        more = kind is IntentKind.MORE or (critique and kind is IntentKind.ASK)
-        if plain:
-            query = _Query(_starter_query(category))
-        category, pool = await self._fitting(
-            query, category, state, more=more, constraints=constraints
-        )
-        classics = self._classics_for(category, intent, state, plain=plain, names=names)
-        if not classics:
-            return category, pool
-        return category, await self._with_classics(query, category, state, classics, pool)
-
-    async def _with_classics(
-        self,
-        query: _Query,
-        category: Category,
-        state: SessionState,
-        classics: tuple[str, ...],
-        pool: tuple[Hit, ...],
-    ) -> tuple[Hit, ...]:
-        """``pool`` with the field's classic first steps, wherever the search ranks them
-        (fitting the situation, not shown yet), before the rest."""
-        only = frozenset(classics)
-        scope = Scope(category, state.location, state.work_type, only=only, exclude=state.shown)
-        found = await self._search(query, scope, k=len(classics)) or ()
-        return (*found, *(hit for hit in pool if hit.document.id not in classics))
-
-    def _classics_for(
-        self,
-        category: Category,
-        intent: Intent,
-        state: SessionState,
-        *,
-        plain: bool,
-        names: bool = False,
-    ) -> tuple[str, ...]:
-        """The field's classic first steps, in their order, for a plain ask for it and for
-        more of it or a critique of it after (:func:`_after_plain`), unless that ``names`` a
-        subject of its own; none otherwise."""
-        if plain or (_after_plain(intent, state, category) and not names):
-            return self._classics.get(category, ())
-        return ()
-
-    async def _another_field(
-        self,
-        query: _Query,
-        state: SessionState,
-        constraints: frozenset[Constraint],
-        away_from: Category | None = None,
-    ) -> Category:
-        """The user asked for '아예 다른 분야로': a category the user has not been in (neither
-        the current nor base-info's, nor one left aside by name: ``away_from``), the one of the
-        best challenge there that fits the user's situation and the constraints in force and
-        was not shown yet (some situations fit none in some categories)."""
-        seen = {state.category, state.base_category, away_from}
-        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
-        hits = await self._search(query, scope, k=_ANOTHER_FIELD_K) or ()
-        elsewhere = [hit for hit in hits if hit.document.category not in seen]
-        ranked = rank(elsewhere, constraints=constraints).hits
-        if ranked:
-            return ranked[0].document.category
-        return random.choice([c for c in Category if c not in seen])
-
-    async def _fitting(
-        self,
-        query: _Query,
-        category: Category,
-        state: SessionState,
-        *,
-        more: bool,
-        constraints: frozenset[Constraint] = frozenset(),
-    ) -> tuple[Category, tuple[Hit, ...]]:
-        """The best candidates for the session's situation, searched scope after scope
-        (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
-        first that holds any). A scope without a category (``more``, when the category has no
-        new challenge fitting the situation left, whatever the constraints) moves the answer to
-        its best hit's category."""
-        if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
-            return category, ()
-        first: tuple[Category, tuple[Hit, ...]] | None = None
-        # A constraint filters what is found: look at more to find what satisfies it.
-        k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
-        situated = bool(state.location and state.work_type)
-        for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
-            if more and first is not None and not scope.exclude:
-                # "More" shows nothing again while anything new is left: the nearest new one
-                # (and the answer says none fits) rather than one shown before that fits.
-                break
-            if first is not None and scope.category is None:
-                # Nor does it leave the field while the field has new ones: "집 안에서 할 수
-                # 있는 걸로" after a family's culture picks is answered in culture, with the
-                # nearest and the answer saying none fits, not with a heating tip that does.
-                continue
-            if first is not None and situated and not (scope.location and scope.work_type):
-                # Every challenge fits base-info's location and work type (SPEC): a scope
-                # that relaxes them is for a situation that holds nothing at all, not for a
-                # constraint nothing there satisfies (the nearest, and the answer says so).
-                break
-            hits = await self._search(query, scope, k=k)
-            if hits is None:  # the store failed: no use asking it again
-                break
-            hits = await self._with_best_fitting(query, scope, hits)
-            if not hits:
-                continue
-            found = category
-            if scope.category is None:
-                if constraints:  # the best hit that satisfies them decides the category
-                    hits = rank(hits, constraints=constraints).hits
-                found = hits[0].document.category
-                hits = tuple(h for h in hits if h.document.category is found)
-            if not constraints or not rank(hits, constraints=constraints).unmet:
-                return found, hits
-            first = first or (found, hits)
-        return first or (category, ())
-
-    async def _with_best_fitting(
-        self, query: _Query, scope: Scope, hits: tuple[Hit, ...]
-    ) -> tuple[Hit, ...]:
-        """``hits`` joined by the challenges of the scope's category that fit the query best
-        (app/chat/fit.py: the message against each challenge's asks) where retrieval missed
-        them ("휴대폰 용량이 맨날 꽉 차서": "스마트폰 사진과 앱 정리하기" fits it best and was
-        not in retrieval's 12), each at its place in the fit's order. Only those within the
-        scope; none in a burst (no embedding) or without the bank."""
-        if self._fit_bank is None or query.vector is None or not hits:
-            return hits
-        best = self._fit_bank.best(
-            query.vector, BEST_FITTING_JOINED, query.text, category=scope.category
-        )
-        have = {hit.document.id for hit in hits}
-        missed = [doc_id for doc_id in best if doc_id not in have]
-        if not missed:
-            return hits
-        only = frozenset(missed) & scope.only if scope.only else frozenset(missed)
-        found = await self._search(query, replace(scope, only=only), k=len(missed)) or ()
-        joined = list(hits)
-        for hit in sorted(found, key=lambda hit: best.index(hit.document.id)):
-            joined.insert(min(best.index(hit.document.id), len(joined)), hit)
-        return tuple(joined)
-
-    async def _search(
-        self, query: _Query, scope: Scope, *, k: int | None = None
-    ) -> tuple[Hit, ...] | None:
-        """Search within ``scope`` (by its words alone for a turn read without its embedding).
-        A failing vector store (None) degrades the answer (no candidates: the model writes it
-        all) instead of failing it, and /ready reports the store."""
-        attributes = {
-            "gateway.k": k or self._settings.retrieval_k,
-            "gateway.lexical": query.lexical,
-        }
-        with (
-            self._metrics.retrieval.time(),
-            _tracer.start_as_current_span("retrieval.search", attributes=attributes),
-        ):
-            try:
-                hits = await self._retriever.retrieve(
-                    query.text,
-                    k=k or self._settings.retrieval_k,
-                    scope=scope,
-                    vector=query.vector,
-                    lexical=query.lexical,
-                )
-            except Exception:
-                log.warning("retrieval failed; answering without candidates", exc_info=True)
-                return None
-        return tuple(hits)
 
     # ------------------------------------------------------------------ the plan
     def _plan(
@@ -1006,15 +780,6 @@ class Planner:
         )
 
 
-def _named_one(hits: tuple[Hit, ...], shown: tuple[str, ...], at: int | None) -> Hit | None:
-    """The one of ``hits`` at the place ``at`` of the list ``shown`` (None: no such place, or
-    not among them)."""
-    if at is None or not -len(shown) <= at < len(shown):
-        return None
-    wanted = shown[at]
-    return next((hit for hit in hits if hit.document.id == wanted), None)
-
-
 def _described(lead: Hit | None, found: Found | None) -> str:
     """The lead's description: the catalogue's, less the sentence the recommend quotes as a
     question's answer (no sentence twice in one answer)."""
@@ -1050,11 +815,6 @@ def _situation_query(category: Category, location: str, work_type: str) -> str:
     return f"{lives} {works} 일상에서 쉽게 할 수 있는 {category.label} 챌린지"
 
 
-def _starter_query(category: Category) -> str:
-    """A field asked for with nothing in it, as a search: what anyone may begin with there."""
-    return f"누구나 일상에서 쉽게 시작할 수 있는 {category.label} 챌린지"
-
-
 def _plain(
     facets: Facets, intent: Intent, constraints: frozenset[Constraint], told: tuple[str, ...]
 ) -> bool:
@@ -1075,26 +835,15 @@ def _first_topic(state: SessionState) -> str | None:
     return began.topic if (began := state.began) else None
 
 
-def _after_plain(intent: Intent, state: SessionState, category: Category) -> bool:
-    """Whether the turn asks for more, or critiques, what a plain ask for its field was
-    answered with ("비건 챌린지 추천해줘", then "더 쉬운 거"): the conversation's topic is still
-    the field's first steps."""
-    return (
-        intent.kind in (IntentKind.MORE, IntentKind.ASK)
-        and category is state.category
-        and state.topic == _starter_query(category)
-    )
-
-
 def _subject(
     message: str,
-    query: _Query,
+    query: Query,
     intent: Intent,
     state: SessionState,
     *,
     critique: bool,
     names: bool = False,
-) -> tuple[str, _Query]:
+) -> tuple[str, Query]:
     """What the turn is about, and what to search with. A follow-up ("비슷한 거 더", "돈 안
     드는 걸로만") says little of its own subject: it searches with the conversation's topic
     before its words, and keeps the topic, unless the topic is a field's first steps (a plain
@@ -1102,50 +851,16 @@ def _subject(
     conversation began ("처음 얘기로 돌아가자"), with the topic it began with; anything else
     is its own topic."""
     if intent.kind is IntentKind.BACK_TO_BASE and (began := _first_topic(state)):
-        return began, _Query(began, lexical=query.lexical)
+        return began, Query(began, lexical=query.lexical)
     follow_up = intent.kind in (IntentKind.MORE, IntentKind.AMONG) or (
         intent.kind is IntentKind.ASK and critique
     )
     if not follow_up or not state.topic:
         return message, query
-    if names and state.category is not None and state.topic == _starter_query(state.category):
+    if names and state.category is not None and state.topic == starter_query(state.category):
         return message, query
     text = f"{state.topic} {message}"
-    return state.topic, _Query(text, lexical=query.lexical)
-
-
-def _scopes(
-    category: Category,
-    location: str | None,
-    work_type: str | None,
-    shown: frozenset[str],
-    *,
-    more: bool,
-) -> Iterator[Scope]:
-    """Where to look for candidates, best first. Always first: in the category, fitting the
-    situation (base-info's location and work type, when given), not shown before. Then, for an
-    ordinary turn, shown before too; for "more" (SPEC: in the current category while it has
-    fitting ones left), the nearest other category's fitting ones not shown. Only then the
-    scopes fitting less of the situation (its work type, then its location), then anything
-    (the caller stops before them when a fitting scope held any: SPEC, every challenge fits
-    base-info's location and work type)."""
-    situated = bool(location and work_type)
-    tried: set[Scope] = set()
-    order = [Scope(category, location, work_type, exclude=shown)]
-    if more:
-        order.append(Scope(None, location, work_type, exclude=shown))
-    else:
-        order.append(Scope(category, location, work_type))
-    if situated:
-        order += [
-            Scope(category, work_type=work_type, exclude=shown),
-            Scope(category, location=location, exclude=shown),
-        ]
-    order += [Scope(category, exclude=shown), Scope(category)]
-    for scope in order:
-        if scope not in tried:
-            tried.add(scope)
-            yield scope
+    return state.topic, Query(text, lexical=query.lexical)
 
 
 def _replay(turns: tuple[Turn, ...], keep: int) -> tuple[Turn, ...]:
@@ -1179,15 +894,6 @@ def _previous_exchange(state: SessionState) -> tuple[str, list[str]] | None:
     except ValueError:  # a turn stored by another release
         return last.user, []
     return last.user, [item.title for item in answer.challenges]
-
-
-def _next_category(intent: Intent, state: SessionState) -> Category | None:
-    kind = intent.kind
-    if kind is IntentKind.SWITCH:
-        return intent.category
-    if kind is IntentKind.BACK_TO_BASE:
-        return state.base_category or state.category
-    return state.category
 
 
 def _opening(

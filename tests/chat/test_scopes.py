@@ -1,11 +1,11 @@
-"""Where a turn's candidates are looked for, in order (``planning._scopes``): "more" stays in
+"""Where a turn's candidates are looked for, in order (``candidates._scopes``): "more" stays in
 the current category while it has ones fitting the situation, then looks in the others for ones
 fitting it, and only then relaxes it (SPEC: every challenge fits base-info's location and work
 type; the planner stops before a relaxed scope once a fitting one held any: test_turn.py)."""
 
 from __future__ import annotations
 
-from app.chat.planning import _scopes
+from app.chat.candidates import _scopes
 from app.domain.categories import Category
 from app.rag.scope import Scope
 
@@ -41,8 +41,9 @@ def test_back_to_the_start_searches_with_the_topic_the_conversation_began_with()
     """ "처음 얘기로 돌아가자" says nothing of the start: the first turn remembered in the
     category the conversation began in does (its words had found 화상회의 for a phone's full
     storage)."""
+    from app.chat.candidates import Query
     from app.chat.intent import Intent, IntentKind
-    from app.chat.planning import _Query, _subject
+    from app.chat.planning import _subject
     from app.chat.sessions import SessionState, Turn
 
     turns = (
@@ -54,10 +55,10 @@ def test_back_to_the_start_searches_with_the_topic_the_conversation_began_with()
     )
     back = Intent(IntentKind.BACK_TO_BASE)
     topic, search = _subject(
-        "처음 얘기로 돌아가자", _Query("처음 얘기로"), back, state, critique=False
+        "처음 얘기로 돌아가자", Query("처음 얘기로"), back, state, critique=False
     )
     assert topic == search.text == "폰 용량"
     # Nothing remembered of the start: its own words.
     alone = SessionState("s", base_category=Category.DIGITAL_CARBON, category=Category.VEGAN)
-    topic, _ = _subject("처음 얘기로 돌아가자", _Query("처음 얘기로"), back, alone, critique=False)
+    topic, _ = _subject("처음 얘기로 돌아가자", Query("처음 얘기로"), back, alone, critique=False)
     assert topic == "처음 얘기로 돌아가자"

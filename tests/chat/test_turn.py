@@ -14,11 +14,12 @@ import httpx
 import numpy as np
 import pytest
 
+from app.chat.candidates import starter_query
 from app.chat.constraints import FacetExample, FacetReader, FacetReaders
 from app.chat.generation import Generator
 from app.chat.intent import Example, IntentClassifier, IntentClassifiers, Label
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
-from app.chat.planning import Planner, _starter_query
+from app.chat.planning import Planner
 from app.chat.sessions import InMemorySessionStore, SessionState, Turn
 from app.chat.turn import RecommendationService
 from app.config import Settings
@@ -456,18 +457,20 @@ async def test_more_shows_nothing_again_while_anything_new_is_left(
 ) -> None:
     """Nothing new satisfies "free": the nearest new one (said to be only that), not the one
     shown before that does."""
+    from app.chat.candidates import Query
     from app.chat.constraints import Constraint
-    from app.chat.planning import _Query
 
     catalogue = _Catalogue(_vegan("vg-old", "헌 것"), _vegan("vg-new", "새 것", cost="some"))
     shown = Turn("두유", "{}", Category.VEGAN, ("vg-old",), constraints=("free",))
     planner, state = await _after(scripted, shown, catalogue, _asks())
     free = frozenset({Constraint.FREE})
-    more = await planner._fitting(_Query("더"), Category.VEGAN, state, more=True, constraints=free)
+    more = await planner._candidates.fitting(
+        Query("더"), Category.VEGAN, state, more=True, constraints=free
+    )
     assert [hit.document.id for hit in more[1]] == ["vg-new"]
     # An ordinary turn may show again what fits (the question may be about it).
-    asked = await planner._fitting(
-        _Query("두유"), Category.VEGAN, state, more=False, constraints=free
+    asked = await planner._candidates.fitting(
+        Query("두유"), Category.VEGAN, state, more=False, constraints=free
     )
     assert [hit.document.id for hit in asked[1]] == ["vg-old", "vg-new"]
 
@@ -480,8 +483,8 @@ async def test_a_critique_never_brings_what_does_not_fit_the_given_situation(
     fits (the answer says none satisfies it), not a free one written for the city (SPEC: every
     challenge fits base-info's location and work type). Only a situation that holds nothing
     at all is relaxed."""
+    from app.chat.candidates import Query
     from app.chat.constraints import Constraint
-    from app.chat.planning import _Query
 
     fitting = _vegan("vg-fit", "산에서", cost="low", where=("산", "현장직"))
     city = _vegan("vg-city", "도시에서", where=("도시", "사무직"))
@@ -489,15 +492,15 @@ async def test_a_critique_never_brings_what_does_not_fit_the_given_situation(
     free = frozenset({Constraint.FREE})
     planner, state = await _after(scripted, shown, _Situated(city, fitting), _asks())
     state = replace(state, location="산", work_type="현장직")
-    _, hits = await planner._fitting(
-        _Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
+    _, hits = await planner._candidates.fitting(
+        Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
     )
     assert [hit.document.id for hit in hits] == ["vg-fit"]
 
     planner, state = await _after(scripted, shown, _Situated(city), _asks())
     state = replace(state, location="산", work_type="현장직")
-    _, hits = await planner._fitting(
-        _Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
+    _, hits = await planner._candidates.fitting(
+        Query("돈 안 드는 거"), Category.VEGAN, state, more=more, constraints=free
     )
     assert [hit.document.id for hit in hits] == ["vg-city"]  # nothing fits: the nearest
 
@@ -550,10 +553,10 @@ async def test_a_plain_ask_for_a_field_is_answered_with_its_classic_first_steps(
         assert isinstance(plan, TurnPlan) and plan.lead is not None
         shown_ids = [plan.lead.document.id, *(hit.document.id for hit in plan.candidates)]
         assert shown_ids[: len(order)] == order
-        assert (plan.topic == _starter_query(Category.VEGAN)) is (order[0] == "vg-1")
+        assert (plan.topic == starter_query(Category.VEGAN)) is (order[0] == "vg-1")
     # More after two classics were shown for it (its topic is the field's first steps): the
     # classic not shown yet.
-    topic = _starter_query(Category.VEGAN)
+    topic = starter_query(Category.VEGAN)
     first = Turn("비건 챌린지 추천해줘", "{}", Category.VEGAN, ("vg-1", "vg-2"), topic=topic)
     planner, _ = await _after(scripted, first, catalogue, _reads_nothing(), classics)
     more = await planner.free_text(_free_text("또 뭐 있어?"))

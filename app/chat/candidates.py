@@ -1,0 +1,372 @@
+"""Where a turn's candidates come from: the catalogue searched, scope after scope.
+
+    the answer's category (the intent's, another field's, or the nearest document's)
+      -> scopes, best first: in the category, fitting the situation, not shown before; then
+         wider (:func:`_scopes`), until one holds any that satisfies the constraints in force
+      -> retrieval's hits there, joined by the challenges that fit the turn best where it
+         missed them (app/chat/fit.py)
+      -> a plain ask for a field: its classic first steps among them
+      -> "그 중에 …": exactly the challenges pointed at
+
+Ranking them is app/chat/ranking.py's; what the turn means is app/chat/planning.py's.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
+
+from opentelemetry import trace
+
+from app.chat.constraints import Constraint
+from app.chat.fit import FitBank
+from app.chat.intent import Intent, IntentKind
+from app.chat.ranking import rank
+from app.chat.sessions import SessionState
+from app.config import ChatSettings
+from app.domain.categories import Category
+from app.metrics import Metrics
+from app.rag.retriever import Hit, QueryVector, Retriever
+from app.rag.scope import Scope
+
+__all__ = [
+    "BEST_FITTING_JOINED",
+    "Candidates",
+    "Query",
+    "named_one",
+    "starter_query",
+]
+
+log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
+
+_FALLBACK_CATEGORY = Category.ZERO_WASTE
+#: How many of the challenges that fit a query best (app/chat/fit.py) join retrieval's
+#: candidates where it missed them (:meth:`Candidates.with_best_fitting`; 3 of 0, 3 and 6 on
+#: the fit bench's dev splits, bench/README.md "Eighth pass").
+BEST_FITTING_JOINED = 3
+#: Documents fitting the situation looked at to see which other categories still have some.
+_ANOTHER_FIELD_K = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """What a search looks for: the turn's words, and its embedding when it has one."""
+
+    text: str
+    vector: QueryVector | None = None
+    lexical: bool = False  # read without its embedding (a burst): sparse-only search
+
+
+class Candidates:
+    """The catalogue as a turn's candidates are looked for in it: the retriever, the fit bank
+    (None: retrieval's own hits only) and each field's classic first steps."""
+
+    def __init__(
+        self,
+        *,
+        retriever: Retriever,
+        fit: FitBank | None,
+        classics: Mapping[Category, tuple[str, ...]],
+        settings: ChatSettings,
+        metrics: Metrics,
+    ) -> None:
+        self._retriever = retriever
+        self._fit_bank = fit
+        self._classics = classics
+        self._settings = settings
+        self._metrics = metrics
+
+    def first_steps(self, category: Category) -> tuple[str, ...]:
+        """The field's classic first steps, in their order (document ids)."""
+        return self._classics.get(category, ())
+
+    async def choose(
+        self,
+        query: Query,
+        intent: Intent,
+        state: SessionState,
+        nearest: tuple[Hit, ...],
+        constraints: frozenset[Constraint],
+        *,
+        pointed: tuple[str, ...] = (),
+        by_what_it_says: bool = False,
+        at: int | None = None,
+        plain: bool = False,
+        names: bool = False,
+    ) -> tuple[Category, tuple[Hit, ...]]:
+        """The answer's category and its candidates, in retrieval's order (a choice among
+        those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
+        one at the place ``at`` names first). A ``plain`` ask for a field ("비건 챌린지
+        추천해줘"), and more of it or a critique of it after: its words find the challenges
+        that say "비건" most, not those to begin with, so the field is searched for what anyone
+        begins with, and its classic first steps are candidates wherever that search ranks them
+        (ranked first: app/chat/ranking.py)."""
+        kind = intent.kind
+        if kind is IntentKind.AMONG and pointed:
+            last = pointed
+            among = await self.search(query, Scope(only=frozenset(last)), k=len(last))
+            if among:
+                # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the
+                # answer as the user read it, whose first was the best for what was asked. A
+                # choice by what it says instead ("방금 세 개 중에 비행기 탈 일 있을 때 써먹을
+                # 만한 건?"): in the order of its search.
+                if not by_what_it_says:
+                    among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
+                named = named_one(among, last, at)
+                if named is not None:  # "두 번째 거 어떻게 시작해?": that one, first
+                    among = (named, *(hit for hit in among if hit is not named))
+                return state.category or among[0].document.category, among
+        if kind is IntentKind.ANOTHER:
+            category: Category | None = await self.another_field(
+                query, state, constraints, intent.away_from
+            )
+        else:
+            category = _next_category(intent, state)
+        if category is None:
+            # Nothing chosen yet: the closest document decides (the server's choice, not the
+            # model's).
+            category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
+        # A critique in the same field asks for new ones ("더 쉬운 거", "돈 안 드는 거").
+        critique = bool(constraints) and bool(state.turns) and category is state.category
+        more = kind is IntentKind.MORE or (critique and kind is IntentKind.ASK)
+        if plain:
+            query = Query(starter_query(category))
+        category, pool = await self.fitting(
+            query, category, state, more=more, constraints=constraints
+        )
+        classics = self.classics_for(category, intent, state, plain=plain, names=names)
+        if not classics:
+            return category, pool
+        return category, await self.with_classics(query, category, state, classics, pool)
+
+    async def just_shown(self, query: Query, state: SessionState) -> tuple[Hit, ...]:
+        """The challenges the turn before showed: a question may be about one of them."""
+        last = state.last_shown
+        if not last:
+            return ()
+        return await self.search(query, Scope(only=frozenset(last)), k=len(last)) or ()
+
+    async def fitting(
+        self,
+        query: Query,
+        category: Category,
+        state: SessionState,
+        *,
+        more: bool,
+        constraints: frozenset[Constraint] = frozenset(),
+    ) -> tuple[Category, tuple[Hit, ...]]:
+        """The best candidates for the session's situation, searched scope after scope
+        (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
+        first that holds any). A scope without a category (``more``, when the category has no
+        new challenge fitting the situation left, whatever the constraints) moves the answer to
+        its best hit's category."""
+        if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
+            return category, ()
+        first: tuple[Category, tuple[Hit, ...]] | None = None
+        # A constraint filters what is found: look at more to find what satisfies it.
+        k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
+        situated = bool(state.location and state.work_type)
+        for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
+            if more and first is not None and not scope.exclude:
+                # "More" shows nothing again while anything new is left: the nearest new one
+                # (and the answer says none fits) rather than one shown before that fits.
+                break
+            if first is not None and scope.category is None:
+                # Nor does it leave the field while the field has new ones: "집 안에서 할 수
+                # 있는 걸로" after a family's culture picks is answered in culture, with the
+                # nearest and the answer saying none fits, not with a heating tip that does.
+                continue
+            if first is not None and situated and not (scope.location and scope.work_type):
+                # Every challenge fits base-info's location and work type (SPEC): a scope
+                # that relaxes them is for a situation that holds nothing at all, not for a
+                # constraint nothing there satisfies (the nearest, and the answer says so).
+                break
+            hits = await self.search(query, scope, k=k)
+            if hits is None:  # the store failed: no use asking it again
+                break
+            hits = await self.with_best_fitting(query, scope, hits)
+            if not hits:
+                continue
+            found = category
+            if scope.category is None:
+                if constraints:  # the best hit that satisfies them decides the category
+                    hits = rank(hits, constraints=constraints).hits
+                found = hits[0].document.category
+                hits = tuple(h for h in hits if h.document.category is found)
+            if not constraints or not rank(hits, constraints=constraints).unmet:
+                return found, hits
+            first = first or (found, hits)
+        return first or (category, ())
+
+    async def with_best_fitting(
+        self, query: Query, scope: Scope, hits: tuple[Hit, ...]
+    ) -> tuple[Hit, ...]:
+        """``hits`` joined by the challenges of the scope's category that fit the query best
+        (app/chat/fit.py: the message against each challenge's asks) where retrieval missed
+        them ("휴대폰 용량이 맨날 꽉 차서": "스마트폰 사진과 앱 정리하기" fits it best and was
+        not in retrieval's 12), each at its place in the fit's order. Only those within the
+        scope; none in a burst (no embedding) or without the bank."""
+        if self._fit_bank is None or query.vector is None or not hits:
+            return hits
+        best = self._fit_bank.best(
+            query.vector, BEST_FITTING_JOINED, query.text, category=scope.category
+        )
+        have = {hit.document.id for hit in hits}
+        missed = [doc_id for doc_id in best if doc_id not in have]
+        if not missed:
+            return hits
+        only = frozenset(missed) & scope.only if scope.only else frozenset(missed)
+        found = await self.search(query, replace(scope, only=only), k=len(missed)) or ()
+        joined = list(hits)
+        for hit in sorted(found, key=lambda hit: best.index(hit.document.id)):
+            joined.insert(min(best.index(hit.document.id), len(joined)), hit)
+        return tuple(joined)
+
+    async def with_classics(
+        self,
+        query: Query,
+        category: Category,
+        state: SessionState,
+        classics: tuple[str, ...],
+        pool: tuple[Hit, ...],
+    ) -> tuple[Hit, ...]:
+        """``pool`` with the field's classic first steps, wherever the search ranks them
+        (fitting the situation, not shown yet), before the rest."""
+        only = frozenset(classics)
+        scope = Scope(category, state.location, state.work_type, only=only, exclude=state.shown)
+        found = await self.search(query, scope, k=len(classics)) or ()
+        return (*found, *(hit for hit in pool if hit.document.id not in classics))
+
+    def classics_for(
+        self,
+        category: Category,
+        intent: Intent,
+        state: SessionState,
+        *,
+        plain: bool,
+        names: bool = False,
+    ) -> tuple[str, ...]:
+        """The field's classic first steps, in their order, for a plain ask for it and for
+        more of it or a critique of it after (:func:`_after_plain`), unless that ``names`` a
+        subject of its own; none otherwise."""
+        if plain or (_after_plain(intent, state, category) and not names):
+            return self.first_steps(category)
+        return ()
+
+    async def another_field(
+        self,
+        query: Query,
+        state: SessionState,
+        constraints: frozenset[Constraint],
+        away_from: Category | None = None,
+    ) -> Category:
+        """The user asked for '아예 다른 분야로': a category the user has not been in (neither
+        the current nor base-info's, nor one left aside by name: ``away_from``), the one of the
+        best challenge there that fits the user's situation and the constraints in force and
+        was not shown yet (some situations fit none in some categories)."""
+        seen = {state.category, state.base_category, away_from}
+        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
+        hits = await self.search(query, scope, k=_ANOTHER_FIELD_K) or ()
+        elsewhere = [hit for hit in hits if hit.document.category not in seen]
+        ranked = rank(elsewhere, constraints=constraints).hits
+        if ranked:
+            return ranked[0].document.category
+        return random.choice([c for c in Category if c not in seen])
+
+    async def search(
+        self, query: Query, scope: Scope, *, k: int | None = None
+    ) -> tuple[Hit, ...] | None:
+        """Search within ``scope`` (by its words alone for a turn read without its embedding).
+        A failing vector store (None) degrades the answer (no candidates: the model writes it
+        all) instead of failing it, and /ready reports the store."""
+        attributes = {
+            "gateway.k": k or self._settings.retrieval_k,
+            "gateway.lexical": query.lexical,
+        }
+        with (
+            self._metrics.retrieval.time(),
+            _tracer.start_as_current_span("retrieval.search", attributes=attributes),
+        ):
+            try:
+                hits = await self._retriever.retrieve(
+                    query.text,
+                    k=k or self._settings.retrieval_k,
+                    scope=scope,
+                    vector=query.vector,
+                    lexical=query.lexical,
+                )
+            except Exception:
+                log.warning("retrieval failed; answering without candidates", exc_info=True)
+                return None
+        return tuple(hits)
+
+
+def _scopes(
+    category: Category,
+    location: str | None,
+    work_type: str | None,
+    shown: frozenset[str],
+    *,
+    more: bool,
+) -> Iterator[Scope]:
+    """Where to look for candidates, best first. Always first: in the category, fitting the
+    situation (base-info's location and work type, when given), not shown before. Then, for an
+    ordinary turn, shown before too; for "more" (SPEC: in the current category while it has
+    fitting ones left), the nearest other category's fitting ones not shown. Only then the
+    scopes fitting less of the situation (its work type, then its location), then anything
+    (the caller stops before them when a fitting scope held any: SPEC, every challenge fits
+    base-info's location and work type)."""
+    situated = bool(location and work_type)
+    tried: set[Scope] = set()
+    order = [Scope(category, location, work_type, exclude=shown)]
+    if more:
+        order.append(Scope(None, location, work_type, exclude=shown))
+    else:
+        order.append(Scope(category, location, work_type))
+    if situated:
+        order += [
+            Scope(category, work_type=work_type, exclude=shown),
+            Scope(category, location=location, exclude=shown),
+        ]
+    order += [Scope(category, exclude=shown), Scope(category)]
+    for scope in order:
+        if scope not in tried:
+            tried.add(scope)
+            yield scope
+
+
+def named_one(hits: tuple[Hit, ...], shown: tuple[str, ...], at: int | None) -> Hit | None:
+    """The one of ``hits`` at the place ``at`` of the list ``shown`` (None: no such place, or
+    not among them)."""
+    if at is None or not -len(shown) <= at < len(shown):
+        return None
+    wanted = shown[at]
+    return next((hit for hit in hits if hit.document.id == wanted), None)
+
+
+def _next_category(intent: Intent, state: SessionState) -> Category | None:
+    kind = intent.kind
+    if kind is IntentKind.SWITCH:
+        return intent.category
+    if kind is IntentKind.BACK_TO_BASE:
+        return state.base_category or state.category
+    return state.category
+
+
+def starter_query(category: Category) -> str:
+    """A field asked for with nothing in it, as a search: what anyone may begin with there."""
+    return f"누구나 일상에서 쉽게 시작할 수 있는 {category.label} 챌린지"
+
+
+def _after_plain(intent: Intent, state: SessionState, category: Category) -> bool:
+    """Whether the turn asks for more, or critiques, what a plain ask for its field was
+    answered with ("비건 챌린지 추천해줘", then "더 쉬운 거"): the conversation's topic is still
+    the field's first steps."""
+    return (
+        intent.kind in (IntentKind.MORE, IntentKind.ASK)
+        and category is state.category
+        and state.topic == starter_query(category)
+    )
