@@ -155,6 +155,36 @@ def test_a_lookup_in_the_fields_words_is_off_topic_and_doing_it_is_not(
     assert (kind is IntentKind.OFF_TOPIC) is refused, kind
 
 
+# After challenges were shown: a question of how the world is, in their field, is an ordinary
+# question; one of doing what was shown stays about it. None of these is an example. (Not yet:
+# "서버 냉각에 물도 엄청 쓴다던데 정말이야?" still reads as about what was shown, and "휴대폰으로도
+# 정리할 수 있어요?" as an ordinary question; bench/README.md "Eleventh pass".)
+SHOWN_DIGITAL = SessionState(
+    "s",
+    category=Category.DIGITAL_CARBON,
+    turns=(Turn("디지털 탄소", "1. 메일함 비우기 2. 클라우드 저장공간 정리하기"),),
+)
+WORLD_FACTS = [
+    "동영상 스트리밍이 항공 여행만큼 탄소를 낸다는 말이 맞아?",
+    "디지털 탄소라는 개념은 언제부터 나온 거예요?",
+]
+ABOUT_WHAT_WAS_SHOWN = [
+    "회사 메일 계정도 비워도 돼?",
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "kind"),
+    [(m, IntentKind.ASK) for m in WORLD_FACTS]
+    + [(m, IntentKind.AMONG) for m in ABOUT_WHAT_WAS_SHOWN],
+)
+def test_a_question_of_the_world_is_asked_and_one_of_doing_it_is_about_what_was_shown(
+    embedder: Embedder, classifier: IntentClassifier, message: str, kind: IntentKind
+) -> None:
+    vector = embedder.embed_queries([message])[0]
+    assert classifier.decide(message, vector, SHOWN_DIGITAL).kind is kind
+
+
 FIRST_TURNS = ROOT / "bench" / "data" / "intent" / "on_topic_first_turns.txt"
 
 
