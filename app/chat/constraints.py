@@ -446,12 +446,20 @@ _HOW_OR_WHY = re.compile(_HOW_WHY)
 #: a pointer, more or another field, nor a request for challenges that asks no how or why.
 _ASKS_A_FACT = re.compile(
     _HOW_WHY + r"|몇(?!\s*(?:개|가지|번째))|정말|진짜|실제로|효과|도움|의미|차이|소용"
+    # what to mind or bring ("조심할 게 뭐야?"), whether it can be known ("있는지 알 수 있어?"),
+    # whether it wears or uses less ("덜 닳아?")
+    r"|조심|주의할|준비물|는지\s*(?:미리\s*)?(?:알|확인)|덜\s*[가-힣]+\s*[?？]"
 )
+#: Whether one way is better than another ("팔고 카셰어링 쓰는 게 나을까?"): a question of
+#: fact, unless it asks which to do ("뭘 하는 게 좋을까?" asks for challenges).
+_BETTER = re.compile(r"(?:게|것이|편이)\s*(?:더\s*)?(?:나을까|나아|낫|좋을까)")
+_WHICH = re.compile(r"뭐|뭘|무엇|어떤|어느")
 
 
 def _asks_a_fact(message: str) -> bool:
     """Whether ``message`` asks a question of fact (:data:`_ASKS_A_FACT`)."""
-    if not (_ASKS_A_FACT.search(message) and _ASKING.search(message)):
+    better = _BETTER.search(message) is not None and not _WHICH.search(message)
+    if not ((_ASKS_A_FACT.search(message) or better) and _ASKING.search(message)):
         return False
     return not _ASKS_FOR_ONE.search(message) or _HOW_OR_WHY.search(message) is not None
 

@@ -697,6 +697,11 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
         ("손수건 쓰는 게 휴지 쓰는 것보다 정말 환경에 나아?", True),
         ("공동 편집 문서로 바꾸면 예전 버전은 어떻게 되살려?", True),
         ("유튜브 자동 재생 끄는 게 데이터 아끼는 데 도움이 돼?", True),
+        ("종이 영수증 대신 모바일로 받는 게 더 나을까?", True),  # whether one way is better
+        ("화면 밝기 낮추면 배터리가 덜 닳아?", True),
+        ("갯벌에서 쓰레기 주울 때 조심할 게 뭐야?", True),
+        ("동네 마트에 리필 코너가 있는지 미리 알 수 있어?", True),
+        ("주말에 뭘 하는 게 좋을까?", False),  # which to do: asks for challenges
         ("환경에 도움 되는 거 있을까?", False),  # asks for challenges
         ("몇 개 더 보여 줘", False),  # more, not how many
         ("진짜 돈 안 드는 걸로 없어?", False),  # a critique
@@ -706,8 +711,9 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
 def test_a_question_of_fact_is_one_whatever_the_vote(
     embedder: Embedder, facets: FacetReaders, message: str, question: bool
 ) -> None:
-    """How, why, how many of a measure, whether it is really so: the vote had read none of
-    the first four as a question, and their answers never came."""
+    """How, why, how many of a measure, whether it is really so, whether one way is better,
+    what to mind: the vote had read none of the first four as a question, and their answers
+    never came."""
     assert _read(embedder, facets, message).question is question
 
 
