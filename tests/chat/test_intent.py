@@ -605,6 +605,39 @@ def test_vectors_are_rebuilt_when_the_examples_change(tmp_path: Path, embedder: 
     assert example_vectors(embedder, changed, path).shape == (3, embedder.dim)
 
 
+class _CountingEmbedder:
+    """An embedder that says which texts it was asked to embed (a vector per text's length)."""
+
+    name = "counting"
+    dim = 4
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        self.asked += texts
+        return np.stack([np.full(self.dim, 0.5 + len(t) / 100, dtype=np.float32) for t in texts])
+
+
+def test_a_rebuild_keeps_the_vectors_of_unchanged_examples(tmp_path: Path) -> None:
+    # Embedded again in other batches every vector moves a little, and that alone had moved a
+    # first turn's field: only the new examples are embedded.
+    path = tmp_path / "intent_examples.jsonl"
+    path.write_text('{"text": "두유 마시기", "label": "topic", "category": "VEGAN"}\n', "utf-8")
+    counting = _CountingEmbedder()
+    stored = save_vectors(counting, load_examples(path), path)  # type: ignore[arg-type]
+    before = np.load(stored)["vectors"][0].copy()
+    with path.open("a", encoding="utf-8") as out:
+        out.write('{"text": "내일 날씨", "label": "off_topic", "category": null}\n')
+    counting.asked.clear()
+    after = np.load(save_vectors(counting, load_examples(path), path))["vectors"]  # type: ignore[arg-type]
+    assert counting.asked == ["내일 날씨"]
+    assert np.array_equal(after[0], before) and after.shape == (2, counting.dim)
+    counting.asked.clear()
+    save_vectors(counting, load_examples(path), path, fresh=True)  # type: ignore[arg-type]
+    assert counting.asked == ["두유 마시기", "내일 날씨"]
+
+
 def test_a_malformed_example_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "x", "label": "topic", "category": null}\n', encoding="utf-8")
