@@ -327,8 +327,11 @@ def _served(
             return not self.names_a_field and nearer >= ONLY_CONSTRAINTS_MARGIN
 
         def nearer_shown(self, intent: Intent) -> float | None:
+            return self.shown_fit() if intent.kind is IntentKind.SWITCH else None
+
+        def shown_fit(self) -> float | None:
             state = self.state
-            if intent.kind is not IntentKind.SWITCH or not state.last_shown or self.names_a_field:
+            if not state.last_shown or self.names_a_field:
                 return None
             return fit.nearer_shown(self.vector, state.last_shown, self.message)
 

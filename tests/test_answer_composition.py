@@ -320,6 +320,27 @@ async def test_more_of_it_is_more_of_what_was_asked(
     assert _titles(answer)[0] in phones, _titles(answer)
 
 
+@pytest.mark.parametrize(
+    ("session", "first", "asked"),
+    [
+        ("c3d", "헌 청바지로 뭐 만들 수 있어?", "바느질 못해도 할 수 있어?"),
+        ("c3e", "자전거로 출퇴근 해볼까 하는데", "편도 8키로인데 할 만할까?"),
+    ],
+)
+async def test_asking_whether_what_was_shown_can_be_done_is_answered_of_it(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread, session: str, first: str, asked: str
+) -> None:
+    # A question of the first challenge shown, not new challenges for a critique its words
+    # read as: "집에서 할 수 있는 것을 찾으셔서 '헌 웻슈트로 노트북 파우치 만들기'", "쉽게 할
+    # 수 있고 이동하면서 할 수 있는 것을 찾으셔서 '지하철역에서 회사까지 공유 자전거로'" had come.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    shown = _answer(await read_stream(http, FREE, {"sessionId": session, "message": first}))
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": asked}))
+    assert _titles(answer)[0] == _titles(shown)[0], (_titles(shown), _titles(answer))
+    assert set(_titles(answer)) <= set(_titles(shown)), "nothing new: a question of them"
+    assert "찾으셔서" not in answer["recommend"], answer["recommend"]
+
+
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "FacetReaders",
     "Facets",
     "asks_for_challenges",
+    "asks_if_doable",
     "clauses",
     "cued",
     "field_blanked",
@@ -395,6 +396,11 @@ _WHERE_TO_START = re.compile(
     r"\s*(?:하|해|시작|실천|도전|손|보|바꾸|바꿔|챙기|챙겨)"
 )
 _SUBJECT_WORDS = 2
+#: Asking what there is ("업사이클 뭐 있어?", "제로웨이스트 챌린지 뭐가 있나요?"): a request for
+#: challenges, not a question (the vote read "업사이클 뭐 있어?" as one, answered "그 질문에
+#: 대한 답은 … 담겨 있지 않아요"), and a plain ask when what it asks of is said in two words at
+#: most, as :data:`_WHERE_TO_START`.
+_WHAT_IS_THERE = re.compile(r"(?:뭐|뭣|무엇)\s*(?:이|가)?\s*(?:좀\s*)?(?:있|없)")
 #: Words that say the user is beginning, not what ("처음 해보는데", "이제 막 시작하려는데", "완전
 #: 초보인데"): not counted among the words of what it begins.
 _BEGINNING = re.compile(r"처음\w*|해\s*보\w*|해보\w*|시작\w*|초보\w*|입문\w*|완전|이제|막|한번")
@@ -728,6 +734,33 @@ def in_question_form(message: str) -> bool:
     return _ASKING.search(message) is not None
 
 
+#: Asking whether it can be done, by whom or when, or whether it is hard ("초등학교 저학년도 할
+#: 수 있을까요?", "10키로 거리면 할만해?", "재봉틀 없어도 돼?", "비 오는 날에도 해도 돼?",
+#: "매일 하기 힘들지 않아?"): after challenges were shown, a question of them. Its words of
+#: ease, place or company ("할만해", "가족들이랑") are what it asks of them, not a critique
+#: asking for new ones; "할 수 있는 거 있어?" asks for challenges, "어떤 거야?" chooses.
+_ASKS_IF_DOABLE = re.compile(
+    r"할\s*수\s*(?:있|있을|있겠|있나)(?:을까|어|나|나요|을까요|는지|겠|어요|니|냐|습니까)"
+    r"|할\s*만(?:해|할까|하나|한가|한지|할지)"
+    r"|(?:가능|무리|괜찮)(?:해|할까|한가|할지|일까|야|아|을까|나요|하나|한지|은가|은\s*거|은지|지\s*않|겠)"
+    r"|(?:힘들|어렵|번거롭|귀찮|부담스럽|벅차)(?:지\s*않|진\s*않|나|을까|어|겠|울까|냐)"
+    r"|[가-힣]도\s*(?:돼|되|괜찮|상관)"  # "없어도 돼?", "바꿔도 되나요?", "밤에도 괜찮아?"
+)
+
+
+def asks_if_doable(message: str) -> bool:
+    """Whether ``message`` asks whether it can be done (:data:`_ASKS_IF_DOABLE`), as a
+    question, asking for no challenge and choosing none by what it is."""
+    return (
+        _ASKS_IF_DOABLE.search(message) is not None
+        and in_question_form(message)
+        and not asks_for_challenges(message)
+        and not requests_challenges(message)
+        and not _WHICH.search(message)
+        and not _MORE.search(message)
+    )
+
+
 def points_among(message: str) -> bool:
     """Whether ``message`` chooses among the challenges just shown ("그중에 돈 안 드는 거")."""
     return _AMONG.search(message.strip()) is not None
@@ -830,7 +863,11 @@ class FacetReaders:
             said.add(ANOTHER)
         if _asks_a_fact(message) and not said & (_CONSTRAINTS | {AMONG, MORE, ANOTHER}):
             said.add(QUESTION)  # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote
-        if start := _WHERE_TO_START.search(message):  # "쓰레기 줄이기 뭐부터 하면 돼?"
+        # "쓰레기 줄이기 뭐부터 하면 돼?", "업사이클 뭐 있어?" (not "또 뭐 있어?": more)
+        start = _WHERE_TO_START.search(message)
+        if start is None and MORE not in said:
+            start = _WHAT_IS_THERE.search(message)
+        if start is not None:
             said.discard(QUESTION)
             begun = [w for w in message[: start.start()].split() if not _BEGINNING.fullmatch(w)]
             if len(begun) <= _SUBJECT_WORDS:

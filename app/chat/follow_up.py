@@ -24,6 +24,7 @@ from app.chat.constraints import (
     FacetReaders,
     Facets,
     asks_for_challenges,
+    asks_if_doable,
     cued,
     in_question_form,
     requests_challenges,
@@ -38,6 +39,7 @@ from app.domain.categories import Category
 from app.rag.corpus import COMPANY, PLACES, Document
 
 __all__ = [
+    "DOABLE_SHOWN_MARGIN",
     "ELSEWHERE_AGREE",
     "ONLY_CONSTRAINTS_MARGIN",
     "SHOWN_MARGIN",
@@ -45,6 +47,7 @@ __all__ = [
     "about_something_else",
     "about_what_was_shown",
     "asked_elsewhere",
+    "asked_if_doable",
     "beyond_what_was_shown",
     "in_conversation",
     "in_force",
@@ -230,6 +233,49 @@ def asked_elsewhere(
     return Intent(IntentKind.SWITCH, best)
 
 
+#: How much worse than the best of the rest of the catalogue the challenges just shown may fit
+#: a message asking whether it can be done, and it still be about them (cosines of
+#: app/chat/fit.py): such questions of what was shown lay at -0.016 to -0.053 ("바느질 못해도
+#: 할 수 있어?" after a jeans pouch), those naming their own subject at -0.064 to -0.136
+#: ("음식물 쓰레기를 변기에 버려도 돼?" after a tumbler), bench/README.md "Twelfth pass".
+DOABLE_SHOWN_MARGIN = -0.06
+
+
+def asked_if_doable(
+    intent: Intent,
+    facets: Facets,
+    state: SessionState,
+    *,
+    doable: bool,
+    nearer_shown: float | None = None,
+) -> tuple[Intent, Facets]:
+    """A message asking whether it can be done (``doable``: "초등학교 저학년도 할 수
+    있을까요?", "10키로 거리면 할만해?", "바느질 못해도 할 수 있어?"; app/chat/constraints.py
+    ``asks_if_doable``) after challenges were shown, choosing none among them by a critique and
+    asking for no more or another field: a question of them, answered from their text (or said
+    plainly not to be), unless the rest of the catalogue fits it much better than they do
+    (``nearer_shown`` below :data:`DOABLE_SHOWN_MARGIN`: "플라스틱 뚜껑은 안 떼고 버려도
+    괜찮아?" asks of its own subject; None: not measured, a field named or no embedding, and
+    then a switch stays one). Its words of ease, place or company
+    ("할만해", "가족들이랑") are what it asks of them, not a critique: read as one, it had
+    brought new challenges ("쉽게 할 수 있는 것을 찾으셔서 '지하철역에서 회사까지 공유
+    자전거로'" after cycling to work)."""
+    # Read as another field by its meaning alone ("회식 자리에서도 할 수 있을까?" after eating
+    # less meat: zero waste's "회식 뒤 남은 음식 포장해 오기"), only where they were measured to fit.
+    switch = intent.kind is IntentKind.SWITCH and nearer_shown is not None
+    if (
+        not doable
+        or not state.last_shown
+        or not (switch or intent.kind in (*_MAY_BE_AMONG, IntentKind.AMONG))
+        or facets.among
+        or facets.another
+        or facets.more
+        or (nearer_shown is not None and nearer_shown < DOABLE_SHOWN_MARGIN)
+    ):
+        return intent, facets
+    return Intent(IntentKind.AMONG), replace(facets, question=True, constraints=frozenset())
+
+
 def beyond_what_was_shown(
     intent: Intent, state: SessionState, *, unsaid: bool, best_fit: Category | None
 ) -> Intent:
@@ -380,6 +426,11 @@ class Readings(Protocol):
         """:meth:`app.chat.fit.FitBank.nearer_shown`, for a switch naming no field; None."""
         ...
 
+    def shown_fit(self) -> float | None:
+        """:meth:`app.chat.fit.FitBank.nearer_shown` for a message naming no field (asked of
+        one asking whether it can be done); None without its embedding or nothing shown."""
+        ...
+
     def wanted(self) -> tuple[Intent | None, Category | None]:
         """What a message that leaves something aside wants, read alone, and the field whose
         challenge fits those words best (asked only of such a message)."""
@@ -464,7 +515,10 @@ async def in_conversation(
         # 돼?"), whatever the question reader's vote: answered from their text, or said plainly
         # that it does not say, not met with "the nearest of them".
         facets = replace(facets, question=True)
-    return intent, facets
+    # "바느질 못해도 할 수 있어?": whether what was shown can be done.
+    doable = asks_if_doable(message)
+    nearer = readings.shown_fit() if doable else None
+    return asked_if_doable(intent, facets, state, doable=doable, nearer_shown=nearer)
 
 
 def reads_no_situation(facets: Facets) -> bool:

@@ -154,6 +154,9 @@ class _Readings:
     def nearer_shown(self, intent: Intent) -> float | None:
         return self.planner._nearer_shown(self.message, self.query, intent, self.state)
 
+    def shown_fit(self) -> float | None:
+        return self.planner._shown_fit(self.message, self.query, self.state)
+
     def wanted(self) -> tuple[Intent | None, Category | None]:
         planner = self.planner
         wanted = planner._wanted(self.message, self.wants, self.state)
@@ -492,9 +495,15 @@ class Planner:
         """How much better the challenges just shown fit the message than the rest of the
         catalogue (:meth:`FitBank.nearer_shown`), measured only where it can matter: a switch
         naming no field; None otherwise or without the embedding."""
+        if intent.kind is not IntentKind.SWITCH:
+            return None
+        return self._shown_fit(message, query, state)
+
+    def _shown_fit(self, message: str, query: Query, state: SessionState) -> float | None:
+        """How much better the challenges just shown fit the message than the rest of the
+        catalogue, for a message naming no field; None without the embedding or the bank."""
         if (
-            intent.kind is not IntentKind.SWITCH
-            or self._fit_bank is None
+            self._fit_bank is None
             or query.vector is None
             or not state.last_shown
             or named_category(message) is not None

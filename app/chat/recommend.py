@@ -234,10 +234,9 @@ def _plain_sentence(label: str, lead: str, message: str, variant: int) -> str:
 
 #: What a question the catalogue does not answer hears, before the recommendation; and before
 #: the closest it says, when that is only related. Each names the subject the catalogue does
-#: hold (the first challenge), so two questions do not open alike.
-NO_ANSWER = (
-    "{subject}에 관한 챌린지는 있지만, 그 질문에 대한 답은 제가 가진 자료에 담겨 있지 않아요."
-)
+#: hold (the first challenge: "'아이와 함께하는 가족 플로깅' 챌린지는 있지만"; else the field:
+#: "비건에 관한 챌린지는 있지만"), so two questions do not open alike.
+NO_ANSWER = "{subject}는 있지만, 그 질문에 대한 답은 제가 가진 자료에 담겨 있지 않아요."
 NOT_EXACTLY = (
     "그 질문에 꼭 맞는 답은 제가 가진 자료에 담겨 있지 않지만, {subject}에 가까운 내용이 있어요."
 )
@@ -274,7 +273,8 @@ def _composed(opening: Opening) -> str:
         if opening.answer and not opening.answer_sure:
             said += [NOT_EXACTLY.format(subject=subject), opening.answer]
         else:
-            said.append(opening.answer or NO_ANSWER.format(subject=subject))
+            held = f"{subject} 챌린지" if opening.lead else f"{subject}에 관한 챌린지"
+            said.append(opening.answer or NO_ANSWER.format(subject=held))
     if opening.lead is None:
         said.append(f"지금은 알맞은 {opening.category.label} 챌린지를 찾지 못했어요.")
         return " ".join(said)

@@ -16,6 +16,7 @@ from app.chat.constraints import (
     FacetReaders,
     Facets,
     asks_for_challenges,
+    asks_if_doable,
     clauses,
     cued,
     in_question_form,
@@ -523,6 +524,9 @@ def test_a_plain_ask_for_a_field_is_read_as_one(
         ("업사이클링 이제 막 시작하려는데 뭐부터 하면 좋을까", True),
         ("옷을 너무 자주 사는 것 같아서 좀 줄여 보고 싶은데 뭐부터 하면 돼?", False),
         ("혼자 사는데 쓰레기 줄이기 뭐부터 해?", False),  # its own situation: not plain
+        ("업사이클 뭐 있어?", True),  # what there is: a request, plain for a field
+        ("제로웨이스트 챌린지 뭐가 있나요?", True),
+        ("회사에서 할 수 있는 거 뭐 있어?", False),  # a place: not plain
     ],
 )
 def test_asking_where_to_begin_is_no_question_and_plain_when_its_subject_is_short(
@@ -632,6 +636,47 @@ def test_a_question_read_as_another_field_is_about_what_was_shown_when_it_fits_t
     assert about_what_was_shown(elsewhere, shown, nearer_shown=near, **said) == elsewhere
     more = Intent(IntentKind.MORE)
     assert about_what_was_shown(more, shown, nearer_shown=near, **asked) == more
+
+
+@pytest.mark.parametrize(
+    ("message", "doable"),
+    [
+        ("바느질 못해도 할 수 있어?", True),
+        ("우리 집 다섯 살 꼬마도 할 수 있을까?", True),
+        ("왕복 20분이면 할 만할까?", True),
+        ("겨울에 해도 괜찮아?", True),
+        ("매일 하기 번거롭지 않을까?", True),
+        ("이거 회사 컴퓨터에서 바꿔도 되나요?", True),
+        ("혼자서도 할 수 있는 거 있어?", False),  # asks for challenges
+        ("집에서 할 만한 걸로 알려 줘", False),
+        ("그 중에 돈 안 들여도 되는 건 어떤 거야?", False),  # chooses one by what it is
+        ("이런 거 또 할 수 있는 거 없어?", False),  # more
+        ("나도 할 수 있어", False),  # no question
+    ],
+)
+def test_asking_whether_it_can_be_done_is_told_by_its_words(message: str, doable: bool) -> None:
+    assert asks_if_doable(message) is doable
+
+
+def test_asking_whether_what_was_shown_can_be_done_is_a_question_of_it() -> None:
+    """ "바느질 못해도 할 수 있어?" after challenges were shown: a question of them, whatever
+    critique its words read as ("할만해": easy); not before anything was shown, nor when it
+    chooses among them by a critique, asks for more or for another field."""
+    from app.chat.follow_up import asked_if_doable
+
+    shown = _state()
+    easy = Facets(constraints=frozenset({Constraint.EASY}))
+    for read in (Intent(IntentKind.ASK), Intent(IntentKind.MORE), Intent(IntentKind.AMONG)):
+        intent, facets = asked_if_doable(read, easy, shown, doable=True)
+        assert intent == Intent(IntentKind.AMONG)
+        assert facets.question and not facets.constraints
+    ask = Intent(IntentKind.ASK)
+    assert asked_if_doable(ask, easy, shown, doable=False) == (ask, easy)
+    assert asked_if_doable(ask, easy, SessionState("s"), doable=True) == (ask, easy)
+    switch = Intent(IntentKind.SWITCH, Category.PLOGGING)
+    assert asked_if_doable(switch, easy, shown, doable=True) == (switch, easy)
+    for said in (replace(easy, among=True), replace(easy, more=True), replace(easy, another=True)):
+        assert asked_if_doable(ask, said, shown, doable=True) == (ask, said)
 
 
 def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:

@@ -57,7 +57,7 @@ def test_a_question_is_answered_first_or_said_plainly_not_held() -> None:
     text = compose_recommend(
         Opening(Category.ZERO_WASTE, "first", lead="텀블러로 음료 마시기", question=True)
     )
-    said = NO_ANSWER.format(subject="'텀블러로 음료 마시기'")
+    said = NO_ANSWER.format(subject="'텀블러로 음료 마시기' 챌린지")
     assert text.startswith(said) and len(split_sentences(said)) == 1
     assert "담겨 있지 않아요" in said, "plainly: the catalogue does not hold it"
     related = compose_recommend(
