@@ -18,6 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from app.chat.answers import sentences_of
+from app.chat.planning import THANKS_REPLY
 from app.rag.corpus import load_corpus
 from tests.integration_fixtures import READ_TIMEOUT
 from tests.support.gateway import GatewayProcess
@@ -339,6 +340,15 @@ async def test_asking_whether_what_was_shown_can_be_done_is_answered_of_it(
     assert _titles(answer)[0] == _titles(shown)[0], (_titles(shown), _titles(answer))
     assert set(_titles(answer)) <= set(_titles(shown)), "nothing new: a question of them"
     assert "찾으셔서" not in answer["recommend"], answer["recommend"]
+
+
+async def test_thanks_after_an_answer_recommends_nothing_new(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read as more ("고마워 다른 팁은?" is near), thanks had brought three new challenges.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = await _after(http, "c3t", "플로깅 해볼래", "오 좋네요 한번 해볼게요 고마워요 ㅎㅎ")
+    assert answer == {"recommend": THANKS_REPLY, "challenges": []}
 
 
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(

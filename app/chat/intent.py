@@ -69,6 +69,7 @@ __all__ = [
     "left_category",
     "named_category",
     "normalize_message",
+    "says_thanks",
 ]
 
 
@@ -126,6 +127,24 @@ _LATIN_WORD = re.compile(r"[A-Za-z]{2,}")
 #: vote read such a message as an ordinary question when it also named challenges, and sent it
 #: to the model. Words no eco-challenge question uses; "규칙" only as the bot's own ("분리배출
 #: 규칙 알려 줘" is a question).
+#: Thanks or an acknowledgement and nothing else ("고마워요!", "오 좋네요 해볼게요 ㅎㅎ", "알겠어
+#: 감사"): it asks for nothing. Its words sit near "고마워 다른 팁은?" (more): read so, it had
+#: brought three new challenges. "고마워 다른 팁은?" asks for more, and is not only thanks.
+_THANKS_WORD = (
+    r"(?:(?:정말|진짜|너무|넘|완전|오|와|아)\s*)?"
+    r"(?:고마워요?|고맙습니다|고마웠어요?|감사(?:합니다|해요|해)?|땡큐|땡스|thanks|thank\s*you|thx"
+    r"|ㄳ|ㄱㅅ|알겠(?:어요?|습니다)|알았어요?|오케이|ok|okay|좋아요?|좋네요?|좋다|유용하네요?"
+    r"|좋은\s*정보(?:네요?|예요|다)?|(?:한번\s*)?해\s*볼게요?|해\s*봐야겠(?:다|어요?)"
+    r"|도움이?\s*(?:됐|되었|돼)(?:어요?|습니다|네요?)?)"
+)
+_THANKS = re.compile(rf"(?:{_THANKS_WORD}[\s,.!~^ㅎㅋ♡]*)+", re.I)
+
+
+def says_thanks(message: str) -> bool:
+    """Whether ``message`` is thanks or an acknowledgement and nothing else (:data:`_THANKS`)."""
+    return _THANKS.fullmatch(message.strip()) is not None
+
+
 _ASKS_FOR_THE_RULES = re.compile(
     r"프롬프트|prompt|지시문|지시\s*사항|초기\s*지시|이전\s*지시|instruction|관리자\s*권한"
     r"|개발자\s*모드|탈옥|jailbreak"

@@ -85,6 +85,7 @@ from app.chat.intent import (
     field_alone,
     fused_evidence,
     named_category,
+    says_thanks,
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
@@ -102,7 +103,7 @@ from app.rag.corpus import Document
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE
 
-__all__ = ["OFF_TOPIC_REPLY", "Planner"]
+__all__ = ["OFF_TOPIC_REPLY", "THANKS_REPLY", "Planner"]
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
@@ -118,6 +119,14 @@ FRIENDLY_REPLY = Reply(
     (
         *(Delta(sentence) for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY)),
         Done({"recommend": OFF_TOPIC_REPLY, "challenges": []}),
+    )
+)
+THANKS_REPLY = "도움이 되었다니 기뻐요. 해 보시다가 더 쉬운 방법이나 다른 분야가 궁금해지면 언제든 말씀해 주세요."
+#: What thanks hears in a conversation ("고마워요!"): nothing new is recommended.
+THANKS = Reply(
+    (
+        *(Delta(sentence) for sentence in re.split(r"(?<=\. )", THANKS_REPLY)),
+        Done({"recommend": THANKS_REPLY, "challenges": []}),
     )
 )
 #: Nearest catalogue documents whose categories are evidence of a message's category
@@ -235,6 +244,8 @@ class Planner:
     # ------------------------------------------------------------------ free-text
     async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
         state = await self._sessions.load(turn.session_id)
+        if state.turns and says_thanks(turn.message):
+            return THANKS  # "고마워요!" after an answer asks for nothing
         query, nearest, intent = await self._understand(turn.message, state)
         # What a message that leaves something aside wants ("현장 말고 집에서", "쓰레기 얘기
         # 말고, 먹을거리를 …"): read for its place, its field, and another field's search.

@@ -24,6 +24,7 @@ from app.chat.intent import (
     catalogue_evidence,
     left_category,
     named_category,
+    says_thanks,
 )
 from app.chat.intent_bank import (
     build_classifier,
@@ -652,3 +653,21 @@ def test_a_field_named_alone_is_told_from_a_challenge_that_says_its_name() -> No
     assert field_alone("비건 챌린지") is Category.VEGAN
     assert field_alone("비건 도시락") is None and field_alone("러닝 플로깅") is None
     assert field_alone("쿨맵시") is None
+
+
+@pytest.mark.parametrize(
+    ("message", "thanks"),
+    [
+        ("고마워요!", True),
+        ("오 좋네요 해볼게요 ㅎㅎ", True),
+        ("알겠어 감사", True),
+        ("정말 도움이 됐어요", True),
+        ("thanks!", True),
+        ("고마워 다른 팁은?", False),  # more
+        ("좋아요 근데 비싸지 않아?", False),  # a question
+        ("좋네 그거 어떻게 해?", False),
+        ("고마워 잘 있어", False),  # a goodbye: the off-topic reply
+    ],
+)
+def test_thanks_and_nothing_else_is_told_by_its_words(message: str, thanks: bool) -> None:
+    assert says_thanks(message) is thanks
