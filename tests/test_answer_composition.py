@@ -342,6 +342,29 @@ async def test_asking_whether_what_was_shown_can_be_done_is_answered_of_it(
     assert "찾으셔서" not in answer["recommend"], answer["recommend"]
 
 
+@pytest.mark.parametrize(
+    ("session", "message", "first_step"),
+    [
+        ("c3p", "에너지 절약 챌린지", "대기전력 차단하기"),  # its name alone
+        ("c3q", "업사이클 뭐 있어?", "커피 찌꺼기로 탈취제 만들기"),  # what there is in it
+    ],
+)
+async def test_a_field_asked_for_in_so_many_words_begins_with_its_first_steps(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    first_step: str,
+) -> None:
+    # Read by the vote as asking something of its own, "에너지 절약 챌린지" began with
+    # "에너지캐시백 신청하기" and "업사이클 뭐 있어?" heard "그 질문에 대한 답은 … 담겨 있지
+    # 않아요" before "업사이클 공방 원데이 클래스 듣기".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+    assert _titles(answer)[0] == first_step, _titles(answer)
+    assert "질문" not in answer["recommend"], answer["recommend"]
+
+
 async def test_thanks_after_an_answer_recommends_nothing_new(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

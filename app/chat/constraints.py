@@ -706,6 +706,8 @@ def left_aside(message: str) -> str:
 _WANTS = (
     r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:{things})\s*(?:도\s*)?(?:있|없)"
     r"|할\s*만한|해\s*볼\s*만한"
+    # "여름에 할 수 있는 건?": what there is to do, said short
+    r"|할\s*수\s*있는\s*(?:{things})\s*(?:은|는)?\s*[?？]*\s*$"
 )
 _ASKS_FOR_CHALLENGES = re.compile(_WANTS.format(things="거|것|게|건|걸") + r"|쪽으로|걸로")
 

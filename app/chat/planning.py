@@ -251,6 +251,8 @@ class Planner:
         # 말고, 먹을거리를 …"): read for its place, its field, and another field's search.
         wants = await self._wants(turn.message, query)
         facets = await self._read_facets(turn.message, query, wants)
+        if not facets.plain and self._field_and_nothing_in_it(turn.message):
+            facets = replace(facets, plain=True)  # "에너지 절약 챌린지", whatever the vote
         intent, facets = await self._in_conversation(
             turn.message, query, intent, facets, wants, state
         )
@@ -551,6 +553,18 @@ class Planner:
         ("에어컨 전기 아끼는 법 알려줘", "아침 식사 비건 챌린지 추천해줘"): it reads as a plain
         ask by meaning, and is answered by what fits it, not by the field's first steps."""
         return self._subjects is not None and bool(self._subjects.named_in(message))
+
+    def _field_and_nothing_in_it(self, message: str) -> bool:
+        """Whether ``message`` names a field and no subject in it ("에너지 절약 챌린지",
+        "탄소발자국 챌린지 알려줘"): a plain ask by its words (the vote had read "에너지 절약
+        챌린지" as an ask about something, answered first by "에너지캐시백 신청하기"). Never
+        without the catalogue's subjects (nothing tells then what else it names)."""
+        subjects = self._subjects
+        return (
+            subjects is not None
+            and named_category(message) is not None
+            and not subjects.named_in(message)
+        )
 
     def _nearer_a_constraint(self, message: str, query: Query) -> bool:
         """Whether the message names no field and lies nearer an example of a constraint than

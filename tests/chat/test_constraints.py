@@ -707,7 +707,10 @@ def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:
         ("아침 식사로 할 만한 건 없어?", True),
         ("비슷한 거 추천해 줘", True),
         ("두부 요리도 있어?", True),
+        ("겨울에 할 수 있는 건?", True),  # what there is to do, said short
+        ("퇴근길에 할 수 있는 거", True),
         ("장갑도 있어야 돼?", False),
+        ("그거 집에서도 할 수 있어?", False),  # whether that one can be done
         ("멀티탭 스위치 있는 걸로 새로 사야 돼?", False),  # a question of one shown
         ("장갑은 목장갑이면 되나요", False),
     ],
