@@ -326,9 +326,6 @@ def _served(
             nearer = facets.dense.nearest_constraint(self.vector) - knn.nearest_topic(self.vector)
             return not self.names_a_field and nearer >= ONLY_CONSTRAINTS_MARGIN
 
-        def nearer_shown(self, intent: Intent) -> float | None:
-            return self.shown_fit() if intent.kind is IntentKind.SWITCH else None
-
         def shown_fit(self) -> float | None:
             state = self.state
             if not state.last_shown or self.names_a_field:

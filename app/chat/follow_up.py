@@ -422,13 +422,10 @@ class Readings(Protocol):
         :data:`ONLY_CONSTRAINTS_MARGIN` (asked for a switch read by meaning only)."""
         ...
 
-    def nearer_shown(self, intent: Intent) -> float | None:
-        """:meth:`app.chat.fit.FitBank.nearer_shown`, for a switch naming no field; None."""
-        ...
-
     def shown_fit(self) -> float | None:
         """:meth:`app.chat.fit.FitBank.nearer_shown` for a message naming no field (asked of
-        one asking whether it can be done); None without its embedding or nothing shown."""
+        a switch, and of one asking whether it can be done); None without its embedding or
+        nothing shown."""
         ...
 
     def wanted(self) -> tuple[Intent | None, Category | None]:
@@ -480,7 +477,7 @@ async def in_conversation(
         intent = about_what_was_shown(
             intent,
             state,
-            nearer_shown=readings.nearer_shown(intent),
+            nearer_shown=readings.shown_fit() if intent.kind is IntentKind.SWITCH else None,
             question=in_question_form(message),
             asks_for_challenges=asks_for_challenges(message),
         )

@@ -114,21 +114,23 @@ OFF_TOPIC_REPLY = (
     "비건 중에서 궁금한 분야를 말씀해 주시거나 "
     "'사무실에서 할 수 있는 챌린지 추천해 줘'처럼 물어봐 주세요."
 )
-#: What the bot can do, as a normal stream, for off-topic or nonsense input.
-FRIENDLY_REPLY = Reply(
-    (
-        *(Delta(sentence) for sentence in re.split(r"(?<=\. )", OFF_TOPIC_REPLY)),
-        Done({"recommend": OFF_TOPIC_REPLY, "challenges": []}),
-    )
-)
 THANKS_REPLY = "도움이 되었다니 기뻐요. 해 보시다가 더 쉬운 방법이나 다른 분야가 궁금해지면 언제든 말씀해 주세요."
-#: What thanks hears in a conversation ("고마워요!"): nothing new is recommended.
-THANKS = Reply(
-    (
-        *(Delta(sentence) for sentence in re.split(r"(?<=\. )", THANKS_REPLY)),
-        Done({"recommend": THANKS_REPLY, "challenges": []}),
+
+
+def _said(text: str) -> Reply:
+    """``text`` as a normal stream, a sentence at a time, whose close recommends nothing."""
+    return Reply(
+        (
+            *(Delta(sentence) for sentence in re.split(r"(?<=\. )", text)),
+            Done({"recommend": text, "challenges": []}),
+        )
     )
-)
+
+
+#: What the bot can do, as a normal stream, for off-topic or nonsense input.
+FRIENDLY_REPLY = _said(OFF_TOPIC_REPLY)
+#: What thanks hears in a conversation ("고마워요!"): nothing new is recommended.
+THANKS = _said(THANKS_REPLY)
 #: Nearest catalogue documents whose categories are evidence of a message's category
 #: (the weight: app/chat/intent.py CATALOGUE_WEIGHT).
 _EVIDENCE_K = 10
@@ -159,9 +161,6 @@ class _Readings:
 
     def nearer_a_constraint(self) -> bool:
         return self.planner._nearer_a_constraint(self.message, self.query)
-
-    def nearer_shown(self, intent: Intent) -> float | None:
-        return self.planner._nearer_shown(self.message, self.query, intent, self.state)
 
     def shown_fit(self) -> float | None:
         return self.planner._shown_fit(self.message, self.query, self.state)
@@ -502,19 +501,10 @@ class Planner:
             return None
         return turned_to(words, vector, self._facets, self._intents.dense, self._fit_bank)
 
-    def _nearer_shown(
-        self, message: str, query: Query, intent: Intent, state: SessionState
-    ) -> float | None:
-        """How much better the challenges just shown fit the message than the rest of the
-        catalogue (:meth:`FitBank.nearer_shown`), measured only where it can matter: a switch
-        naming no field; None otherwise or without the embedding."""
-        if intent.kind is not IntentKind.SWITCH:
-            return None
-        return self._shown_fit(message, query, state)
-
     def _shown_fit(self, message: str, query: Query, state: SessionState) -> float | None:
         """How much better the challenges just shown fit the message than the rest of the
-        catalogue, for a message naming no field; None without the embedding or the bank."""
+        catalogue (:meth:`FitBank.nearer_shown`), for a message naming no field; None without
+        the embedding or the bank, or with nothing shown."""
         if (
             self._fit_bank is None
             or query.vector is None
