@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict
 
 from app.chat.answers import sentences_of
-from app.chat.planning import THANKS_REPLY
+from app.chat.planning import OFF_TOPIC_REPLY, THANKS_REPLY
 from app.rag.corpus import load_corpus
 from tests.integration_fixtures import READ_TIMEOUT
 from tests.support.gateway import GatewayProcess
@@ -372,6 +372,9 @@ async def test_thanks_after_an_answer_recommends_nothing_new(
     scripted.set_scenario("ok", picks=[0, 1, 2])
     answer = await _after(http, "c3t", "플로깅 해볼래", "오 좋네요 한번 해볼게요 고마워요 ㅎㅎ")
     assert answer == {"recommend": THANKS_REPLY, "challenges": []}
+    # Before any answer, thanks hears what the bot can do, and nothing is recommended.
+    first = _answer(await read_stream(http, FREE, {"sessionId": "c3u", "message": "고마워"}))
+    assert first == {"recommend": OFF_TOPIC_REPLY, "challenges": []}
 
 
 async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(

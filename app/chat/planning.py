@@ -243,8 +243,11 @@ class Planner:
     # ------------------------------------------------------------------ free-text
     async def free_text(self, turn: FreeTextTurn) -> TurnPlan | Reply:
         state = await self._sessions.load(turn.session_id)
-        if state.turns and says_thanks(turn.message):
-            return THANKS  # "고마워요!" after an answer asks for nothing
+        if says_thanks(turn.message):
+            # "고마워요!" asks for nothing: after an answer, an acknowledgement; before any,
+            # what the bot can do (read as an ask, a first "고마워" had brought "출장지에서 채식
+            # 한 끼").
+            return THANKS if state.turns else FRIENDLY_REPLY
         query, nearest, intent = await self._understand(turn.message, state)
         # What a message that leaves something aside wants ("현장 말고 집에서", "쓰레기 얘기
         # 말고, 먹을거리를 …"): read for its place, its field, and another field's search.
