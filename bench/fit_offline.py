@@ -176,7 +176,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--split", choices=("dev", "dev2", "test", "subjects", "questions"), default="dev"
+        "--split",
+        choices=("dev", "dev2", "test", "subjects", "questions", "asked_after"),
+        default="dev",
     )
     parser.add_argument("--store", help="an embedded Qdrant directory (default: QDRANT_PATH)")
     parser.add_argument("--failures", action="store_true", help="print each first challenge missed")

@@ -252,14 +252,16 @@ async def test_a_question_of_those_shown_is_of_the_one_that_says_what_it_names(
     # After energy saving's first steps ("대기전력 차단하기" first, "내복과 온맵시로 난방
     # 줄이기" among them): a question naming the long johns is of that one; one naming the
     # boiler, which none of them says, is never answered with standby power's instructions
-    # as "the challenge that says so".
+    # as "the challenge that says so", but from the boiler's own challenge in their field.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     answer = await _after(http, "c3i", "에너지 절약 챌린지 알려줘", "내복은 어떻게 입어?")
     assert "내복" in _titles(answer)[0], _titles(answer)
     answer = await _after(http, "c3j", "에너지 절약 챌린지 알려줘", "보일러는 어떻게 해?")
     recommend, first = answer["recommend"], _titles(answer)[0]
-    assert "바로 그 이야기" not in recommend, recommend
-    assert not any(sentence in recommend for sentence in sentences_of(CATALOGUE[first].body))
+    assert "보일러" in first, _titles(answer)
+    assert any(sentence in recommend for sentence in sentences_of(CATALOGUE[first].body))
+    standby = CATALOGUE["대기전력 차단하기"].body
+    assert not any(sentence in recommend for sentence in sentences_of(standby)), recommend
 
 
 async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
@@ -272,6 +274,43 @@ async def test_a_question_of_what_none_shown_says_is_answered_from_what_says_it(
     assert _titles(answer)[0] == "스트리밍 화질 낮추기", _titles(answer)
     body = CATALOGUE["스트리밍 화질 낮추기"].body
     assert any(sentence in answer["recommend"] for sentence in sentences_of(body))
+
+
+@pytest.mark.parametrize(
+    ("session", "first", "then", "holds"),
+    [
+        # Read as a question of standby power and its two neighbours, it had been told "'대기전력
+        # 차단하기' 챌린지는 있지만, 그 질문에 대한 답은 … 담겨 있지 않아요".
+        ("c3r", "전기 아끼고 싶어", "냉장고는 어떻게 쓰는 게 좋아?", "냉장고는 60%만 채우기"),
+        ("c3s", "고기 줄이고 싶어", "단백질은 어떻게 챙겨?", "두부와 콩으로 단백질 채우기"),
+    ],
+)
+async def test_a_question_another_challenge_of_the_field_holds_is_answered_from_it(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    first: str,
+    then: str,
+    holds: str,
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = await _after(http, session, first, then)
+    assert _titles(answer)[0] == holds, _titles(answer)
+    body = CATALOGUE[holds].body
+    assert any(sentence in answer["recommend"] for sentence in sentences_of(body)), answer
+
+
+async def test_asked_how_to_do_a_thing_the_answer_is_what_to_do(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Its nearest sentence says why it helps ("깨끗하게 따로 모인 투명 페트병은 …"); asked how
+    # to throw it away, the answer is its instruction.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = await _after(http, "c3v", "쓰레기 줄이는 챌린지", "투명 페트병은 어떻게 버려?")
+    first = CATALOGUE[_titles(answer)[0]]
+    assert first.title == "투명 페트병은 따로 모으기", _titles(answer)
+    told = [s for s in sentences_of(first.body) if answer["recommend"].startswith(s)]
+    assert told and told[0].endswith("세요."), answer["recommend"]
 
 
 async def test_a_question_one_challenge_answers_outright_is_answered_from_it_plainly(

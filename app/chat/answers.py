@@ -235,7 +235,10 @@ def find_answer(
         for sentence in sentences_of(hit.document.body)
     ]
     if vector is not None and bank is not None:
-        return _by_meaning(candidates, vector, bank, best_candidate=hits[0] if hits else None)
+        # The closest is offered from the best candidate or one just shown ("우유 대신 뭐
+        # 마셔?" after "식물성 우유로 바꾸기" was shown: its "귀리 우유, 두유 …" lies nearest).
+        closest_of = {hit.document.id for hit in (*hits[:1], *shown)}
+        return _by_meaning(candidates, vector, bank, closest_of=closest_of)
     return _by_words(question, candidates)
 
 
@@ -285,10 +288,11 @@ def _by_meaning(
     vector: npt.NDArray[np.float32],
     bank: SentenceBank,
     *,
-    best_candidate: Hit | None,
+    closest_of: set[str],
 ) -> Found | None:
-    """The nearest sentence of any candidate when it is the answer; else the nearest of the
-    best candidate's, offered as the closest (a looser match does not reorder the answer)."""
+    """The nearest sentence of any candidate when it is the answer; else the nearest of those
+    of the challenges ``closest_of`` (the best candidate, and those just shown), offered as
+    the closest (a looser match does not reorder the answer)."""
     best: tuple[float, float, Hit, str] | None = None
     closest: tuple[float, Hit, str] | None = None
     for place, hit, sentence in candidates:
@@ -299,7 +303,7 @@ def _by_meaning(
         score = cosine - PLACE_COST * place
         if best is None or score > best[0]:
             best = (score, cosine, hit, sentence)
-        if hit is best_candidate and (closest is None or cosine > closest[0]):
+        if hit.document.id in closest_of and (closest is None or cosine > closest[0]):
             closest = (cosine, hit, sentence)
     if best is not None and best[1] >= SURE:
         return Found(best[2], best[3])

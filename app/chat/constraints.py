@@ -56,6 +56,7 @@ __all__ = [
     "ordinal",
     "points_among",
     "points_at_one",
+    "points_back",
     "requests_challenges",
     "satisfies",
     "says_that_one",
@@ -337,6 +338,16 @@ _HOW_WHY = (
 _ABOUT_SHOWN = re.compile(
     _AT_ONE + r"|위에|방금|아까|" + _HOW_WHY + r"|몇(?!\s*(?:개|가지))|무슨|어느"
 )
+
+
+#: Pointing back at what was said ("방금 말한 거", "아까 추천해 준 것들"): about what was shown.
+_POINTS_BACK = re.compile(r"위에|방금|아까|말한|말씀하신|추천한|추천해\s*준|보여\s*준|알려\s*준")
+
+
+def points_back(message: str) -> bool:
+    """Whether ``message`` points back at what the bot said ("방금 말한 거 노트북에서도
+    적용돼?")."""
+    return _POINTS_BACK.search(message) is not None
 
 
 def says_that_one(message: str) -> bool:

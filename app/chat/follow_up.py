@@ -27,6 +27,7 @@ from app.chat.constraints import (
     asks_if_doable,
     cued,
     in_question_form,
+    points_back,
     requests_challenges,
     says_that_one,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "about_what_was_shown",
     "asked_elsewhere",
     "asked_if_doable",
+    "asked_in_their_field",
     "beyond_what_was_shown",
     "in_conversation",
     "in_force",
@@ -209,6 +211,39 @@ def about_what_was_shown(
     ):
         return Intent(IntentKind.AMONG)
     return intent
+
+
+def asked_in_their_field(
+    intent: Intent,
+    facets: Facets,
+    state: SessionState,
+    *,
+    unsaid: bool,
+    nearer_shown: float | None,
+    fitting: Sequence[Category] | None,
+) -> Intent:
+    """A message read as about the challenges just shown, its words choosing none of them
+    ("그 중에", "그거", "방금 말한 거": the caller's to tell), that names a subject none of them
+    says (``unsaid``: app/chat/subjects.py) and that another challenge of their field fits
+    better than any of them by :data:`SHOWN_MARGIN` (``nearer_shown``:
+    :meth:`app.chat.fit.FitBank.nearer_shown`; ``fitting``: the categories of the
+    best-fitting challenges, best first): an ask in their field, answered from what fits it.
+    "냉장고는 어떻게 쓰는 게 좋아?" after standby power, "단백질은 어떻게 챙겨?" after eating
+    less meat had been told their answer was not held, while "냉장고는 60%만 채우기" and "두부와
+    콩으로 단백질 채우기" hold it. A question naming nothing ("일주일에 이틀이면 탄소가 얼마나
+    줄어요?") stays about them however the rest fits it: the fit alone moved four labelled
+    questions of what was shown away from them. None: not measured, kept as read."""
+    if (
+        intent.kind is not IntentKind.AMONG
+        or facets.among
+        or not unsaid
+        or nearer_shown is None
+        or nearer_shown >= SHOWN_MARGIN
+        or not fitting
+        or fitting[0] is not state.category
+    ):
+        return intent
+    return Intent(IntentKind.ASK)
 
 
 #: How many of the challenges that fit a request best must lie in one other field for the
@@ -443,6 +478,11 @@ class Readings(Protocol):
         without its embedding)."""
         ...
 
+    async def unsaid_by_shown(self) -> bool:
+        """Whether the message names a subject none of the challenges just shown says
+        (app/chat/subjects.py ``unsaid``; asked only of a choice among them)."""
+        ...
+
 
 async def in_conversation(
     message: str,
@@ -495,6 +535,16 @@ async def in_conversation(
         if intent.kind is not IntentKind.AMONG and requests_challenges(message):
             # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
             facets = replace(facets, question=False)
+    if intent.kind is IntentKind.AMONG and not (says_that_one(message) or points_back(message)):
+        # "냉장고는 어떻게 쓰는 게 좋아?" after standby power: another of their field holds it.
+        intent = asked_in_their_field(
+            intent,
+            facets,
+            state,
+            unsaid=await readings.unsaid_by_shown(),
+            nearer_shown=readings.shown_fit(),
+            fitting=readings.fitting(),
+        )
     if (
         intent.kind is IntentKind.ASK
         and state.turns

@@ -41,6 +41,7 @@ from app.chat.answers import (
     SentenceBank,
     answered_by,
     asks_how,
+    asks_how_to,
     asks_what,
     asks_worth,
     find_answer,
@@ -175,6 +176,9 @@ class _Readings:
 
     def fitting(self) -> list[Category] | None:
         return self.planner._fitting_fields(self.query)
+
+    async def unsaid_by_shown(self) -> bool:
+        return await self.planner._unsaid_by_shown(self.message, self.query, self.state)
 
 
 class Planner:
@@ -467,6 +471,11 @@ class Planner:
             found = reason(named or ranked.hits[0], sure=among or named is not None) or found
             if among:  # whether this one helps was asked, not whether it meets the critiques
                 ranked = replace(ranked, unmet=False)
+        if found is not None and found.sure and asks_how_to(message):
+            # "투명 페트병은 어떻게 버려?": what to do, as its text says it (the nearest of its
+            # instructions), not why it helps ("깨끗하게 따로 모인 투명 페트병은 …").
+            told = answered_by(message, found.hit, vector=query.vector, bank=self._sentences)
+            found = told or found
         if found is not None:
             answer = found.hit.document.id
             rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)
@@ -532,6 +541,14 @@ class Planner:
             return self._fitting_fields(query)
 
         return await about_something_else(message, state, self._subjects, shown, fitting)
+
+    async def _unsaid_by_shown(self, message: str, query: Query, state: SessionState) -> bool:
+        """Whether ``message`` names a subject none of the challenges just shown says (never
+        without the catalogue's subjects)."""
+        if self._subjects is None or not self._subjects.named_in(message):
+            return False
+        shown = [hit.document for hit in await self._candidates.just_shown(query, state)]
+        return bool(shown) and bool(self._subjects.unsaid(message, shown))
 
     def _saying(self, message: str, hits: tuple[Hit, ...]) -> Hit | None:
         """The first of ``hits`` whose text says every subject ``message`` names (the first

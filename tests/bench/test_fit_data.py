@@ -1,6 +1,7 @@
 """The fit bench's labelled conversations (bench/data/fit/: dev and dev2 to tune on, test to
-report, subjects: a field's asks that name their subject, and questions: questions the catalogue
-answers or does not) are well formed: every id is a
+report, subjects: a field's asks that name their subject, questions: questions the catalogue
+answers or does not, and asked_after: questions asked after an answer, held by what was shown or
+by another challenge of its field) are well formed: every id is a
 catalogue one, labels use the known kinds, constraints and relations, first_ok lies within
 ok, each split has at least 55 turns and covers every kind and category, and a base-info
 session's acceptable challenges fit its location and work type (what the reader checks
@@ -37,7 +38,7 @@ def _conversations(split: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-@pytest.mark.parametrize("split", ["dev", "dev2", "test", "subjects", "questions"])
+@pytest.mark.parametrize("split", ["dev", "dev2", "test", "subjects", "questions", "asked_after"])
 def test_every_label_is_well_formed(split: str) -> None:
     docs = docs_by_id()
     for convo in _conversations(split):
@@ -83,7 +84,7 @@ def test_each_split_is_big_enough_and_covers_every_kind_and_category(split: str)
         assert any(not q["answer_ids"] for q in questions)
 
 
-@pytest.mark.parametrize("tuned", ["dev", "dev2", "subjects", "questions"])
+@pytest.mark.parametrize("tuned", ["dev", "dev2", "subjects", "questions", "asked_after"])
 def test_the_test_split_shares_no_conversation_or_message_with_a_tuned_one(tuned: str) -> None:
     dev, test = _conversations(tuned), _conversations("test")
     assert not {c["id"] for c in dev} & {c["id"] for c in test}

@@ -24,6 +24,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_among,
+    points_back,
     satisfies,
     toward,
     wanting,
@@ -677,6 +678,57 @@ def test_asking_whether_what_was_shown_can_be_done_is_a_question_of_it() -> None
     assert asked_if_doable(switch, easy, shown, doable=True) == (switch, easy)
     for said in (replace(easy, among=True), replace(easy, more=True), replace(easy, another=True)):
         assert asked_if_doable(ask, said, shown, doable=True) == (ask, said)
+
+
+@pytest.mark.parametrize(
+    ("message", "back"),
+    [
+        ("방금 말한 거 노트북에서도 적용돼?", True),
+        ("아까 추천해 준 것들 중에 제일 쉬운 건?", True),
+        ("위에 있는 거 하려면 뭐가 필요해?", True),
+        ("냉장고는 어떻게 쓰는 게 좋아?", False),
+        ("단백질은 어떻게 챙겨?", False),
+    ],
+)
+def test_pointing_back_at_what_was_said_is_told_by_its_words(message: str, back: bool) -> None:
+    assert points_back(message) is back
+
+
+def test_a_question_another_of_their_field_fits_better_is_asked_in_their_field() -> None:
+    """ "냉장고는 어떻게 쓰는 게 좋아?" after standby power, read as about what was shown: it
+    names what none of them says, and a challenge of their field fits it better than any of
+    them by more than the margin, so it is asked in their field (answered from what fits it);
+    a question naming nothing, a near fit, the best fit in another field, a choice among them
+    in words, or no measure stays."""
+    from app.chat.follow_up import SHOWN_MARGIN, asked_in_their_field
+
+    shown = _state()  # in VEGAN
+    among = Intent(IntentKind.AMONG)
+    asked = Facets(question=True)
+    vegan = [Category.VEGAN, Category.ZERO_WASTE]
+    far = SHOWN_MARGIN - 0.01
+
+    def read(
+        intent: Intent = among,
+        facets: Facets = asked,
+        *,
+        unsaid: bool = True,
+        nearer_shown: float | None = far,
+        fitting: list[Category] | None = vegan,
+    ) -> Intent:
+        return asked_in_their_field(
+            intent, facets, shown, unsaid=unsaid, nearer_shown=nearer_shown, fitting=fitting
+        )
+
+    assert read() == Intent(IntentKind.ASK)
+    assert read(unsaid=False) == among
+    assert read(nearer_shown=SHOWN_MARGIN + 0.01) == among
+    assert read(nearer_shown=None) == among
+    assert read(fitting=[Category.ZERO_WASTE, Category.VEGAN]) == among
+    assert read(fitting=None) == among
+    assert read(facets=replace(asked, among=True)) == among
+    more = Intent(IntentKind.MORE)
+    assert read(more) == more
 
 
 def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:

@@ -262,11 +262,16 @@ def test_a_question_about_a_challenge_just_shown_is_answered_from_it() -> None:
         "?", [fresh], shown=[shown], vector=_QUESTION, bank=_bank(0.5, 0.5, 0.95, 0.1)
     )
     assert sure is not None and sure.sure and sure.hit is shown
-    # Only near: what was shown is not offered as "the closest"; the new candidate's is.
+    # Only near: the nearer of the best candidate's and the shown one's, offered as the
+    # closest ("우유 대신 뭐 마셔?" after "식물성 우유로 바꾸기": its "귀리 우유, 두유 …").
     near = find_answer(
         "?", [fresh], shown=[shown], vector=_QUESTION, bank=_bank(0.87, 0.5, 0.89, 0.1)
     )
-    assert near is not None and not near.sure and near.hit is fresh
+    assert near is not None and not near.sure and near.hit is shown
+    nearer = find_answer(
+        "?", [fresh], shown=[shown], vector=_QUESTION, bank=_bank(0.89, 0.5, 0.87, 0.1)
+    )
+    assert nearer is not None and not nearer.sure and nearer.hit is fresh
     # By words too (a burst).
     tumbler = _hit("t", body="물때가 끼면 베이킹소다를 푼 물에 담가 세척합니다. 매일 씁니다.")
     worded = find_answer("텀블러 물때는 어떻게 세척해?", [fresh], shown=[tumbler])
