@@ -43,6 +43,7 @@ from bench.answer_quality import (  # noqa: E402
 )
 from bench.fit_scoring import (  # noqa: E402
     KINDS,
+    SPLITS,
     answered,
     answered_plainly,
     first_fits,
@@ -236,9 +237,7 @@ def print_failures(answers: list[dict[str, Any]]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000")
-    parser.add_argument(
-        "--split", choices=("dev", "dev2", "test", "subjects", "questions"), default="dev"
-    )
+    parser.add_argument("--split", choices=SPLITS, default="dev")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--limit", type=int, default=0, help="first N conversations (smoke runs)")
     parser.add_argument("--label", default="default")

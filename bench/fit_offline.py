@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fit_bench import load, rate  # noqa: E402
 from bench.fit_scoring import (  # noqa: E402
+    SPLITS,
     answered,
     answered_plainly,
     first_fits,
@@ -177,7 +178,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--split",
-        choices=("dev", "dev2", "test", "subjects", "questions", "asked_after"),
+        choices=SPLITS,
         default="dev",
     )
     parser.add_argument("--store", help="an embedded Qdrant directory (default: QDRANT_PATH)")

@@ -43,6 +43,11 @@ from bench.reader_checks import (
     split_sentences,
 )
 
+#: The labelled splits (bench/data/fit/): dev and dev2 to tune on, test to report; subjects (a
+#: field's asks naming their subject), questions (the catalogue answers them or does not) and
+#: asked_after (questions asked after an answer, held by what was shown or by another challenge
+#: of its field), tuned on too.
+SPLITS = ("dev", "dev2", "test", "subjects", "questions", "asked_after")
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",
