@@ -112,7 +112,10 @@ def example_vectors(
     examples: Sequence[Example | FacetExample],
     examples_path: Path = BUNDLED_EXAMPLES,
 ) -> npt.NDArray[np.float32]:
-    """The examples' query embeddings: from the shipped file when it matches, else embedded."""
+    """The examples' query embeddings: from the shipped file when it matches; else its vectors
+    of the texts it names, and only the others embedded (as :func:`save_vectors` keeps them:
+    embedded again in one batch, every vector had moved a little, and a label edited without a
+    rebuild would have moved decisions the benches never saw)."""
     digest = _digest(examples, embedder.name)
     stored = _vectors_file(examples_path, embedder.name)
     if stored.exists():
@@ -120,8 +123,15 @@ def example_vectors(
             if str(data["digest"]) == digest:
                 vectors: npt.NDArray[np.float32] = data["vectors"].astype(np.float32)
                 return vectors
-    log.info("embedding %d examples with %s (once per start)", len(examples), embedder.name)
-    return embedder.embed_queries([e.text for e in examples])
+    texts = [e.text for e in examples]
+    known = _stored_by_text(stored)
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        log.info("embedding %d examples with %s (once per start)", len(missing), embedder.name)
+        known.update(zip(missing, embedder.embed_queries(missing), strict=True))
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.stack([np.asarray(known[text], dtype=np.float32) for text in texts])
 
 
 def save_vectors(

@@ -639,6 +639,25 @@ def test_a_rebuild_keeps_the_vectors_of_unchanged_examples(tmp_path: Path) -> No
     assert counting.asked == ["두유 마시기", "내일 날씨"]
 
 
+def test_at_start_unchanged_examples_keep_their_stored_vectors(tmp_path: Path) -> None:
+    # Examples edited without a rebuild (a label changed, one added): the stored vectors of
+    # the texts the file names are read, only the new text is embedded.
+    path = tmp_path / "intent_examples.jsonl"
+    path.write_text('{"text": "두유 마시기", "label": "topic", "category": "VEGAN"}\n', "utf-8")
+    counting = _CountingEmbedder()
+    stored = np.load(save_vectors(counting, load_examples(path), path))["vectors"]  # type: ignore[arg-type]
+    path.write_text(
+        '{"text": "두유 마시기", "label": "off_topic", "category": null}\n'
+        '{"text": "내일 날씨", "label": "off_topic", "category": null}\n',
+        encoding="utf-8",
+    )
+    counting.asked.clear()
+    vectors = example_vectors(counting, load_examples(path), path)  # type: ignore[arg-type]
+    assert counting.asked == ["내일 날씨"]
+    assert vectors.shape == (2, counting.dim)
+    assert np.array_equal(vectors[0], stored[0].astype(np.float32))
+
+
 def test_a_malformed_example_names_its_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text('{"text": "x", "label": "topic", "category": null}\n', encoding="utf-8")
