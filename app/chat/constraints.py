@@ -47,6 +47,7 @@ __all__ = [
     "asks_for_challenges",
     "asks_if_doable",
     "clauses",
+    "compares_with_shown",
     "cued",
     "field_blanked",
     "in_question_form",
@@ -338,6 +339,19 @@ _HOW_WHY = (
 _ABOUT_SHOWN = re.compile(
     _AT_ONE + r"|위에|방금|아까|" + _HOW_WHY + r"|몇(?!\s*(?:개|가지))|무슨|어느"
 )
+
+
+#: Comparing with what was shown ("그보다 훨씬 간단한 방법", "저것보다 덜 번거로운 건", "좀 더
+#: 쉬운 걸로"): a critique of it, in its field.
+_COMPARES = re.compile(
+    r"(?:그|이|저)(?:것|거)?보다"
+    r"|(?:더|훨씬)\s*(?:쉬운|쉽|간단|싼|저렴|편한|편하|가벼운|적게|짧|빠른|빨리|덜|부담)"
+)
+
+
+def compares_with_shown(message: str) -> bool:
+    """Whether ``message`` asks for something easier, cheaper or lighter than what was shown."""
+    return _COMPARES.search(message) is not None
 
 
 #: Pointing back at what was said ("방금 말한 거", "아까 추천해 준 것들"): about what was shown.

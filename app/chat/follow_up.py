@@ -25,6 +25,7 @@ from app.chat.constraints import (
     Facets,
     asks_for_challenges,
     asks_if_doable,
+    compares_with_shown,
     cued,
     in_question_form,
     points_back,
@@ -124,6 +125,7 @@ def in_its_field(
     nearer_a_constraint: bool,
     leaves_aside: bool = False,
     turns_to_a_place: bool = False,
+    compares: bool = False,
 ) -> Intent:
     """A critique read as another field by its meaning stays in the conversation's field when
     it says nothing but its constraints, or asks for more in words ("다른 거", "또"): "애들도
@@ -134,7 +136,9 @@ def in_its_field(
     (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there.
     ``turns_to_a_place``: it says it turns to a place or company ("회사 쪽으로는 뭐 있어?":
     :meth:`app.chat.planning.Planner._turns_to`), which keeps "another" read by its meaning
-    alone in the field too."""
+    alone in the field too. ``compares``: it asks for something easier or lighter than what was
+    shown ("요리는 영 자신이 없어서… 그보다 훨씬 간단한 방법은 없을까?" after delivery
+    containers had gone to vegan recipes): a critique of it, in its field."""
     in_a_field = state.turns and state.category is not None
     voted_away = intent.kind is IntentKind.ANOTHER and not facets.another
     if turns_to_a_place and in_a_field and not leaves_aside:
@@ -142,7 +146,7 @@ def in_its_field(
             return Intent(IntentKind.ASK)
     if (
         intent.kind is IntentKind.SWITCH
-        and (nearer_a_constraint or facets.more)
+        and (nearer_a_constraint or facets.more or compares)
         and not leaves_aside
         and facets.constraints
         and not facets.another
@@ -509,6 +513,7 @@ async def in_conversation(
         nearer_a_constraint=intent.kind is IntentKind.SWITCH and readings.nearer_a_constraint(),
         leaves_aside=leaves_aside,
         turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
+        compares=compares_with_shown(message),
     )
     if turns_to is not None and turns_to.kind is IntentKind.SWITCH:
         intent = what_it_wants(intent, turns_to, state)

@@ -18,6 +18,7 @@ from app.chat.constraints import (
     asks_for_challenges,
     asks_if_doable,
     clauses,
+    compares_with_shown,
     cued,
     in_question_form,
     leaving_aside,
@@ -587,6 +588,41 @@ def test_the_words_a_message_turns_to_name_a_field_or_a_place(
 
     vector = embedder.embed_queries([words])[0]
     assert turned_to(words, vector, facets, intents.dense, fit_bank) == turns
+
+
+@pytest.mark.parametrize(
+    ("message", "compares"),
+    [
+        ("요리는 영 자신이 없어서… 그보다 훨씬 간단한 방법은 없을까?", True),
+        ("저것보다 덜 번거로운 건 없어?", True),
+        ("좀 더 쉬운 걸로", True),
+        ("더 저렴한 거 있어?", True),
+        ("더 알려줘", False),
+        ("이번엔 먹는 쪽으로 가 보자", False),
+    ],
+)
+def test_comparing_with_what_was_shown_is_told_by_its_words(message: str, compares: bool) -> None:
+    assert compares_with_shown(message) is compares
+
+
+def test_a_critique_comparing_with_what_was_shown_stays_in_its_field() -> None:
+    """ "그보다 훨씬 간단한 방법은 없을까?" after delivery containers, read as vegan by its
+    "요리": easier than what was shown, so in their field; leaving the topic, or another field
+    said in words, still goes."""
+    from app.chat.follow_up import in_its_field
+
+    shown = _state()
+    easy = Facets(constraints=frozenset({Constraint.EASY}))
+    voted = Intent(IntentKind.SWITCH, Category.MEDIA)
+    kept = in_its_field(voted, easy, shown, nearer_a_constraint=False, compares=True)
+    assert kept == Intent(IntentKind.ASK)
+    assert in_its_field(voted, easy, shown, nearer_a_constraint=False) == voted
+    left = in_its_field(
+        voted, easy, shown, nearer_a_constraint=False, compares=True, leaves_aside=True
+    )
+    assert left == voted
+    said = replace(easy, another=True)
+    assert in_its_field(voted, said, shown, nearer_a_constraint=False, compares=True) == voted
 
 
 def test_a_critique_turning_to_a_place_stays_in_its_field() -> None:
