@@ -300,6 +300,16 @@ async def test_a_question_another_challenge_of_the_field_holds_is_answered_from_
     assert any(sentence in answer["recommend"] for sentence in sentences_of(body)), answer
 
 
+async def test_a_question_read_as_another_field_stays_where_its_challenge_fits_best(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read as upcycling by its "유리병", it had gone to "유리병으로 화분 만들기".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = await _after(http, "c3w", "플로깅 해보고 싶어", "깨진 유리병은 어떻게 주워?")
+    assert _titles(answer)[0] == "깨진 유리와 위험 쓰레기 안전하게 줍기", _titles(answer)
+    assert {c["category"] for c in answer["challenges"]} == {"PLOGGING"}, answer
+
+
 async def test_asked_how_to_do_a_thing_the_answer_is_what_to_do(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

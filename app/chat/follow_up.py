@@ -33,7 +33,13 @@ from app.chat.constraints import (
     says_that_one,
 )
 from app.chat.fit import FitBank
-from app.chat.intent import Intent, IntentClassifier, IntentKind, catalogue_evidence
+from app.chat.intent import (
+    Intent,
+    IntentClassifier,
+    IntentKind,
+    catalogue_evidence,
+    named_category,
+)
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
 from app.chat.subjects import Subjects
@@ -51,6 +57,7 @@ __all__ = [
     "asked_elsewhere",
     "asked_if_doable",
     "asked_in_their_field",
+    "asked_of_their_field",
     "beyond_what_was_shown",
     "in_conversation",
     "in_force",
@@ -243,6 +250,36 @@ def asked_in_their_field(
         or not unsaid
         or nearer_shown is None
         or nearer_shown >= SHOWN_MARGIN
+        or not fitting
+        or fitting[0] is not state.category
+    ):
+        return intent
+    return Intent(IntentKind.ASK)
+
+
+def asked_of_their_field(
+    intent: Intent,
+    state: SessionState,
+    *,
+    question: bool,
+    asks_for_challenges: bool,
+    names_a_field: bool,
+    fitting: Sequence[Category] | None,
+) -> Intent:
+    """A question read as another field by its meaning alone, after challenges were shown,
+    that names no field and asks for no challenge, and that a challenge of the conversation's
+    field fits best (``fitting``: the categories of the best-fitting challenges, best first):
+    a question in that field. "깨진 유리병은 어떻게 주워?" after plogging had gone to
+    "유리병으로 화분 만들기" (upcycling), "화상회의 할 때는 어떻게 해?" after digital carbon to
+    "출장 대신 화상회의", while "깨진 유리와 위험 쓰레기 안전하게 줍기" and "화상회의 카메라는
+    필요할 때만" fit them best."""
+    if (
+        intent.kind is not IntentKind.SWITCH
+        or not state.last_shown
+        or state.category is None
+        or not question
+        or asks_for_challenges
+        or names_a_field
         or not fitting
         or fitting[0] is not state.category
     ):
@@ -519,13 +556,24 @@ async def in_conversation(
         intent = what_it_wants(intent, turns_to, state)
     elif not leaves_aside:
         # "재봉틀 없어도 돼?" after a sewing challenge: about it, not another field.
+        question, asks = in_question_form(message), asks_for_challenges(message)
         intent = about_what_was_shown(
             intent,
             state,
             nearer_shown=readings.shown_fit() if intent.kind is IntentKind.SWITCH else None,
-            question=in_question_form(message),
-            asks_for_challenges=asks_for_challenges(message),
+            question=question,
+            asks_for_challenges=asks,
         )
+        if intent.kind is IntentKind.SWITCH:
+            # "깨진 유리병은 어떻게 주워?" after plogging: its field's challenge fits it best.
+            intent = asked_of_their_field(
+                intent,
+                state,
+                question=question,
+                asks_for_challenges=asks,
+                names_a_field=named_category(message) is not None,
+                fitting=readings.fitting(),
+            )
     else:
         wanted, best_fit = readings.wanted()
         intent = what_it_wants(intent, wanted, state, best_fit=best_fit)

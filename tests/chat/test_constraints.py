@@ -767,6 +767,43 @@ def test_a_question_another_of_their_field_fits_better_is_asked_in_their_field()
     assert read(more) == more
 
 
+def test_a_question_read_as_another_field_that_its_own_fits_best_stays_in_it() -> None:
+    """ "깨진 유리병은 어떻게 주워?" after plogging, read as upcycling by its "유리병": a
+    plogging challenge fits it best, so it is asked in plogging; a field named in words, a
+    request for challenges, a statement, nothing shown or another field fitting best goes
+    where it was read."""
+    from app.chat.follow_up import asked_of_their_field
+
+    shown = _state()  # in VEGAN
+    switch = Intent(IntentKind.SWITCH, Category.UPCYCLING)
+    vegan = [Category.VEGAN, Category.UPCYCLING]
+
+    def read(
+        state: SessionState = shown,
+        *,
+        question: bool = True,
+        asks: bool = False,
+        names: bool = False,
+        fitting: list[Category] | None = vegan,
+    ) -> Intent:
+        return asked_of_their_field(
+            switch,
+            state,
+            question=question,
+            asks_for_challenges=asks,
+            names_a_field=names,
+            fitting=fitting,
+        )
+
+    assert read() == Intent(IntentKind.ASK)
+    assert read(question=False) == switch
+    assert read(asks=True) == switch
+    assert read(names=True) == switch
+    assert read(fitting=[Category.UPCYCLING, Category.VEGAN]) == switch
+    assert read(fitting=None) == switch
+    assert read(SessionState("s")) == switch
+
+
 def test_a_choice_among_naming_what_none_shown_says_is_its_own_ask() -> None:
     """ "화질 낮추면 탄소가 줄어?" after air-conditioning tips, read as a choice among them: it
     names what none of them, nor their field, says, so it asks in the field whose challenges
