@@ -536,10 +536,12 @@ async def in_conversation(
 ) -> tuple[Intent, Facets]:
     """The intent read again with the facets and the conversation: a pointer, another field in
     words, a critique kept in its field, where the message says it turns, a question about what
-    was just shown (then answered from their text), what a message that leaves something aside
-    (``leaves_aside``) wants, a choice among that is about something else, and a request
-    whose best-fitting challenges lie in another field (:func:`asked_elsewhere`); and the facets,
-    a question of what was shown said to be one."""
+    was just shown (then answered from their text) or about their field
+    (:func:`asked_of_their_field`), what a message that leaves something aside
+    (``leaves_aside``) wants, a choice among that is about something else, or that another
+    challenge of their field holds (:func:`asked_in_their_field`), and a request whose
+    best-fitting challenges lie in another field (:func:`asked_elsewhere`); and the facets, a
+    question of what was shown said to be one."""
     intent = with_facets(intent, facets, state)
     # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
     turns_to = await readings.turns_to()
@@ -588,14 +590,21 @@ async def in_conversation(
         if intent.kind is not IntentKind.AMONG and requests_challenges(message):
             # "에어컨 관련된 것도 있어?" asks for challenges, not a question of them.
             facets = replace(facets, question=False)
-    if intent.kind is IntentKind.AMONG and not (says_that_one(message) or points_back(message)):
-        # "냉장고는 어떻게 쓰는 게 좋아?" after standby power: another of their field holds it.
+    if (
+        intent.kind is IntentKind.AMONG
+        and not facets.among
+        and not (says_that_one(message) or points_back(message))
+        and (nearer := readings.shown_fit()) is not None
+        and nearer < SHOWN_MARGIN
+    ):
+        # "냉장고는 어떻게 쓰는 게 좋아?" after standby power: another of their field holds it
+        # (what the shown say is read only where the rest of the catalogue fits better).
         intent = asked_in_their_field(
             intent,
             facets,
             state,
             unsaid=await readings.unsaid_by_shown(),
-            nearer_shown=readings.shown_fit(),
+            nearer_shown=nearer,
             fitting=readings.fitting(),
         )
     if (
