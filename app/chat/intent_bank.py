@@ -123,15 +123,7 @@ def example_vectors(
             if str(data["digest"]) == digest:
                 vectors: npt.NDArray[np.float32] = data["vectors"].astype(np.float32)
                 return vectors
-    texts = [e.text for e in examples]
-    known = _stored_by_text(stored)
-    missing = [text for text in dict.fromkeys(texts) if text not in known]
-    if missing:
-        log.info("embedding %d examples with %s (once per start)", len(missing), embedder.name)
-        known.update(zip(missing, embedder.embed_queries(missing), strict=True))
-    if not texts:
-        return np.zeros((0, embedder.dim), dtype=np.float32)
-    return np.stack([np.asarray(known[text], dtype=np.float32) for text in texts])
+    return _embedded(embedder, [e.text for e in examples], _stored_by_text(stored))
 
 
 def save_vectors(
@@ -146,11 +138,7 @@ def save_vectors(
     0.005, and adding 24 examples had moved a first turn's field by that alone."""
     target = _vectors_file(examples_path, embedder.name)
     texts = [e.text for e in examples]
-    known = {} if fresh else _stored_by_text(target)
-    missing = [text for text in dict.fromkeys(texts) if text not in known]
-    if missing:
-        known.update(zip(missing, embedder.embed_queries(missing), strict=True))
-    vectors = np.stack([np.asarray(known[text], dtype=np.float32) for text in texts])
+    vectors = _embedded(embedder, texts, {} if fresh else _stored_by_text(target))
     # float16 halves the file; the cosine it changes is below 1e-3.
     np.savez_compressed(
         target,
@@ -159,6 +147,20 @@ def save_vectors(
         texts=np.array(texts),
     )
     return target
+
+
+def _embedded(
+    embedder: Embedder, texts: Sequence[str], known: dict[str, npt.NDArray[np.float32]]
+) -> npt.NDArray[np.float32]:
+    """The vectors of ``texts``: those ``known`` (stored, by text) as they are, the others
+    embedded now in one batch."""
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        log.info("embedding %d examples with %s", len(missing), embedder.name)
+        known.update(zip(missing, embedder.embed_queries(missing), strict=True))
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.stack([np.asarray(known[text], dtype=np.float32) for text in texts])
 
 
 def _stored_by_text(stored: Path) -> dict[str, npt.NDArray[np.float32]]:
