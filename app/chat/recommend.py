@@ -131,9 +131,17 @@ def _josa(word: str, with_final: str, without: str) -> str:
     return f"{word}{with_final if _batchim(word) else without}"
 
 
-def _phrases(constraints: Sequence[Constraint]) -> str:
+#: Where work is done, said as the user's work is: "회사에서" is not a building site's or a
+#: farm's ("현장에서 일하는데 할 수 있는 거" had been answered "회사에서 할 수 있는 것을 찾으셔서").
+_AT_WORK = {"현장직": "현장에서 할 수 있는", "영업직": "일하면서 할 수 있는"}
+
+
+def _phrases(constraints: Sequence[Constraint], work_type: str | None = None) -> str:
     """ "돈이 들지 않고 집에서 할 수 있는": the constraints as one phrase before a noun."""
-    said = [c.phrase for c in constraints]
+    said = [
+        _AT_WORK.get(work_type or "", c.phrase) if c is Constraint.WORK else c.phrase
+        for c in constraints
+    ]
     joined = [p.removesuffix("는") + "고" if p.endswith("는") else p for p in said[:-1]]
     return " ".join([*joined, said[-1]])
 
@@ -143,7 +151,7 @@ def _first_sentence(opening: Opening, variant: int) -> str:
     lead = f"'{opening.lead}'"
     who = _situation(opening)
     kind = opening.kind
-    wanted = _phrases(opening.constraints) if opening.constraints else ""
+    wanted = _phrases(opening.constraints, opening.work_type) if opening.constraints else ""
     if opening.unmet and wanted:
         where = "앞서 보여 드린 것 가운데" if kind == "among" else "남은 챌린지 가운데"
         return (
@@ -285,7 +293,7 @@ def _composed(opening: Opening) -> str:
     if opening.question and not opening.unmet:
         # The sentence above named the first challenge: this one points at it, not names it
         # again.
-        wanted = _phrases(opening.constraints) if opening.constraints else ""
+        wanted = _phrases(opening.constraints, opening.work_type) if opening.constraints else ""
         if wanted:
             said.append(f"{wanted} 것 가운데서는 이 챌린지를 먼저 권해 드려요.")
         else:

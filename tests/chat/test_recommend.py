@@ -154,3 +154,33 @@ def test_korean_particles_follow_the_last_syllable() -> None:
 def test_no_challenge_left_is_said_plainly() -> None:
     text = compose_recommend(Opening(Category.MEDIA, "more"))
     assert "찾지 못했어요" in text and ends_whole(text)
+
+
+@pytest.mark.parametrize(
+    ("work_type", "said", "not_said"),
+    [
+        ("현장직", "현장에서 할 수 있는", "회사에서"),
+        ("영업직", "일하면서 할 수 있는", "회사에서"),
+        ("사무직", "회사에서 할 수 있는", "현장에서"),
+        (None, "회사에서 할 수 있는", "현장에서"),
+    ],
+)
+def test_work_asked_for_is_said_as_the_users_work_is(
+    work_type: str | None, said: str, not_said: str
+) -> None:
+    # "현장에서 일하는데 할 수 있는 거 있어?" had heard "회사에서 할 수 있는 것을 찾으셔서".
+    for kind, unmet, variant_lead in itertools.product(("ask", "among"), (False, True), LEADS):
+        opening = Opening(
+            Category.PLOGGING,
+            kind,
+            None,
+            work_type,
+            lead=variant_lead,
+            constraints=(Constraint.FREE, Constraint.WORK),
+            unmet=unmet,
+        )
+        text = compose_recommend(opening)
+        assert said in text and not_said not in text, text
+        checked = Turn(message=None, display=text, terminal="close", close={"recommend": text})
+        problems = judge(checked, ("clean", "repeats"))
+        assert not any(problems.values()), (text, problems)
