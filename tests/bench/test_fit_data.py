@@ -1,7 +1,8 @@
 """The fit bench's labelled conversations (bench/data/fit/: dev and dev2 to tune on, test to
 report, subjects: a field's asks that name their subject, questions: questions the catalogue
-answers or does not, and asked_after: questions asked after an answer, held by what was shown or
-by another challenge of its field) are well formed: every id is a
+answers or does not, asked_after: questions asked after an answer, held by what was shown or
+by another challenge of its field, and situations / situations_held: first asks that tell only
+who the user is, tuned on and held out) are well formed: every id is a
 catalogue one, labels use the known kinds, constraints and relations, first_ok lies within
 ok, each split has at least 55 turns and covers every kind and category, and a base-info
 session's acceptable challenges fit its location and work type (what the reader checks
@@ -38,7 +39,20 @@ def _conversations(split: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-@pytest.mark.parametrize("split", ["dev", "dev2", "test", "subjects", "questions", "asked_after"])
+ALL = (
+    "dev",
+    "dev2",
+    "test",
+    "subjects",
+    "questions",
+    "asked_after",
+    "situations",
+    "situations_held",
+)
+TUNED = ("dev", "dev2", "subjects", "questions", "asked_after", "situations")
+
+
+@pytest.mark.parametrize("split", ALL)
 def test_every_label_is_well_formed(split: str) -> None:
     docs = docs_by_id()
     for convo in _conversations(split):
@@ -84,9 +98,12 @@ def test_each_split_is_big_enough_and_covers_every_kind_and_category(split: str)
         assert any(not q["answer_ids"] for q in questions)
 
 
-@pytest.mark.parametrize("tuned", ["dev", "dev2", "subjects", "questions", "asked_after"])
-def test_the_test_split_shares_no_conversation_or_message_with_a_tuned_one(tuned: str) -> None:
-    dev, test = _conversations(tuned), _conversations("test")
+@pytest.mark.parametrize("held", ["test", "situations_held"])
+@pytest.mark.parametrize("tuned", TUNED)
+def test_a_held_out_split_shares_no_conversation_or_message_with_a_tuned_one(
+    tuned: str, held: str
+) -> None:
+    dev, test = _conversations(tuned), _conversations(held)
     assert not {c["id"] for c in dev} & {c["id"] for c in test}
     said = [
         {step["message"] for c in split for step in c["steps"] if "message" in step}
