@@ -47,7 +47,7 @@ from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
-from app.rag.corpus import classics_of, load_corpus
+from app.rag.corpus import SITUATION_FIRSTS, classics_of, load_corpus, load_situation_firsts
 from app.rag.startup import open_retriever
 from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
@@ -125,6 +125,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 build_fit_bank, retriever.embedder, retrieval.corpus_path
             )
             corpus = await anyio.to_thread.run_sync(load_corpus, retrieval.corpus_path)
+            firsts = await anyio.to_thread.run_sync(
+                load_situation_firsts, retrieval.corpus_path.with_name(SITUATION_FIRSTS)
+            )
             size = retrieval.retrieval_cache_size
             service = RecommendationService(
                 Planner(
@@ -138,6 +141,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     sentences=sentences,
                     fit=fit,
                     classics=classics_of(corpus),
+                    firsts=firsts,
                     subjects=Subjects(corpus),
                     sessions=sessions,
                     settings=turns,

@@ -62,6 +62,16 @@ MIN_PER_TAG = 40  # each location and work type at least this often
 STARTERS_PER_CATEGORY = 6
 
 
+#: Beside the corpus: for a situation told alone, the challenges to show first (app/rag/
+#: corpus.py SITUATION_FIRSTS), keyed by each location, work type and company.
+FIRSTS = "situation_firsts.json"
+FIRSTS_KEYS = [
+    *(f"at:{x}" for x in LOCATIONS),
+    *(f"job:{x}" for x in WORK_TYPES),
+    *(f"with:{x}" for x in COMPANY),
+]
+
+
 def _str_list(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value)
 
@@ -152,6 +162,32 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
         problems.append(f"{path}: no documents")
     problems += _critique_coverage(docs)
     return problems, docs
+
+
+def check_firsts(path: Path, docs: list[dict]) -> list[str]:
+    """The situation firsts beside the corpus: every location, work type and company keyed,
+    3-8 distinct ids each, every one a document that fits its situation and is not hard."""
+    try:
+        firsts = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return [f"{path}: {exc}"]
+    if not isinstance(firsts, dict) or sorted(firsts) != sorted(FIRSTS_KEYS):
+        return [f"{path}: want exactly the keys {FIRSTS_KEYS}"]
+    by_id = {d["id"]: d for d in docs}
+    problems = []
+    for key, ids in firsts.items():
+        if not _str_list(ids) or not 3 <= len(ids) <= 8 or len(set(ids)) != len(ids):
+            problems.append(f"{path.name} {key}: want 3-8 distinct ids")
+            continue
+        kind, _, value = key.partition(":")
+        field = {"at": "locations", "job": "work_types", "with": "company"}[kind]
+        for doc_id in ids:
+            doc = by_id.get(doc_id)
+            if doc is None:
+                problems.append(f"{path.name} {key}: {doc_id} is no document")
+            elif value not in (doc.get(field) or ()) or doc.get("effort") == "hard":
+                problems.append(f"{path.name} {key}: {doc_id} does not fit it, or is hard")
+    return problems
 
 
 def _satisfies(doc: dict, critique: str) -> bool:
@@ -245,6 +281,9 @@ def main(argv: list[str]) -> int:
                     f"category {code}: starter ranks {ranks}, want each of 1-"
                     f"{STARTERS_PER_CATEGORY} once"
                 )
+        firsts = path.with_name(FIRSTS)
+        if firsts.exists() or path == DEFAULT_PATH:
+            problems += check_firsts(firsts, docs)
         tags = loc + work  # location and work-type names do not overlap
         for name in (*LOCATIONS, *WORK_TYPES):
             if tags[name] < MIN_PER_TAG:

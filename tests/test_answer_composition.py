@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.chat.answers import sentences_of
 from app.chat.planning import OFF_TOPIC_REPLY, THANKS_REPLY
-from app.rag.corpus import load_corpus
+from app.rag.corpus import SITUATION_FIRSTS, load_corpus, load_situation_firsts
 from tests.integration_fixtures import READ_TIMEOUT
 from tests.support.gateway import GatewayProcess
 from tests.support.sse import StreamResult, assert_well_formed, read_stream
@@ -31,6 +31,7 @@ pytestmark = pytest.mark.anyio
 BASE = "/ai/chatbot/recommendation/base-info"
 FREE = "/ai/chatbot/recommendation/free-text"
 CATALOGUE = {doc.title: doc for doc in load_corpus(CORPUS)}
+FIRSTS = load_situation_firsts(CORPUS.with_name(SITUATION_FIRSTS))
 
 
 @pytest.fixture(scope="module")
@@ -308,6 +309,38 @@ async def test_a_question_read_as_another_field_stays_where_its_challenge_fits_b
     answer = await _after(http, "c3w", "플로깅 해보고 싶어", "깨진 유리병은 어떻게 주워?")
     assert _titles(answer)[0] == "깨진 유리와 위험 쓰레기 안전하게 줍기", _titles(answer)
     assert {c["category"] for c in answer["challenges"]} == {"PLOGGING"}, answer
+
+
+async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # By the message's meaning, "바닷가 사는데 …" had gone to culture ("해녀 문화 배우기") and
+    # "아이랑 …" to upcycling ("와이셔츠로 앞치마 만들기"): near the form of asking, not the
+    # situation. Now what the catalogue names first for it, each fitting what was told.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    for session, message, key in (
+        ("c3x", "바닷가 근처에 사는데 해 볼 만한 거 있을까?", "at:바닷가"),
+        ("c3y", "애들이랑 같이 할 만한 거 있어?", "with:family"),
+    ):
+        answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+        first = CATALOGUE[_titles(answer)[0]]
+        assert first.id == FIRSTS[key][0], (message, _titles(answer))
+        shown = [CATALOGUE[title] for title in _titles(answer)]
+        if key == "at:바닷가":
+            assert all("바닷가" in doc.locations for doc in shown), _titles(answer)
+        else:
+            assert all(doc.traits and "family" in doc.traits.company for doc in shown), shown
+
+
+async def test_a_situation_told_beside_what_it_is_about_is_answered_by_what_it_is_about(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Told where one lives and what one wants to make: the making, not the seaside's firsts.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    params = {"sessionId": "c3z", "message": "바닷가 사는데 해변에서 주운 걸로 뭐 만들어 볼까"}
+    answer = _answer(await read_stream(http, FREE, params))
+    assert {c["category"] for c in answer["challenges"]} == {"UPCYCLING"}, _titles(answer)
+    assert CATALOGUE[_titles(answer)[0]].id not in FIRSTS["at:바닷가"]
 
 
 async def test_asked_how_to_do_a_thing_the_answer_is_what_to_do(

@@ -1,11 +1,12 @@
 """The bundled corpus is valid (scripts/check_corpus.py) and loads into the retriever."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 from app.config import Settings
-from app.rag.corpus import load_corpus
+from app.rag.corpus import SITUATION_FIRSTS, load_corpus, load_situation_firsts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,3 +56,20 @@ def test_the_checker_wants_each_categorys_classic_first_steps_ranked_once(tmp_pa
         assert ranks == [1, 2, 3, 4, 5, 6], category
     done = _check_edited(tmp_path, '"starter": 2', '"starter": 1')
     assert done.returncode == 1 and "starter ranks [1, 1, 3, 4, 5, 6]" in done.stderr
+
+
+def test_the_checker_wants_each_situations_firsts_to_fit_it(tmp_path: Path) -> None:
+    """Beside the corpus, each location, work type and company names the challenges to show
+    first when a user tells only that (app/rag/corpus.py SITUATION_FIRSTS); one that does not
+    fit its situation is refused, and the bundled ones load."""
+    firsts = load_situation_firsts(Settings().corpus_path.with_name(SITUATION_FIRSTS))
+    assert {key.partition(":")[0] for key in firsts} == {"at", "job", "with"}
+    documents = {d.id: d for d in load_corpus(Settings().corpus_path)}
+    assert all(doc_id in documents for ids in firsts.values() for doc_id in ids)
+    seaside = {k: list(v) for k, v in firsts.items()}
+    office_only = next(d.id for d in documents.values() if "바닷가" not in d.locations)
+    seaside["at:바닷가"][0] = office_only
+    (tmp_path / SITUATION_FIRSTS).write_text(json.dumps(seaside, ensure_ascii=False), "utf-8")
+    done = _check_edited(tmp_path, '"effort": "easy"', '"effort": "easy"')
+    assert done.returncode == 1, done.stdout
+    assert f"at:바닷가: {office_only} does not fit it" in done.stderr

@@ -7,6 +7,8 @@
          missed them (app/chat/fit.py)
       -> a plain ask for a field: its classic first steps among them
       -> "그 중에 …": exactly the challenges pointed at
+    a first ask telling only who the user is ("바닷가 사는데 …", "아이랑 …"): what the catalogue
+    names first for that situation, whose first decides the category (:meth:`for_situation`)
 
 Ranking them is app/chat/ranking.py's; what the turn means is app/chat/planning.py's.
 """
@@ -15,19 +17,21 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from opentelemetry import trace
 
-from app.chat.constraints import Constraint
+from app.chat.constraints import Constraint, satisfies
 from app.chat.fit import FitBank
 from app.chat.intent import Intent, IntentKind
-from app.chat.ranking import rank
+from app.chat.ranking import Situation, rank
 from app.chat.sessions import SessionState
 from app.config import ChatSettings
 from app.domain.categories import Category
 from app.metrics import Metrics
+from app.rag.corpus import COMPANY
 from app.rag.retriever import Hit, QueryVector, Retriever
 from app.rag.scope import Scope
 
@@ -62,7 +66,8 @@ class Query:
 
 class Candidates:
     """The catalogue as a turn's candidates are looked for in it: the retriever, the fit bank
-    (None: retrieval's own hits only) and each field's classic first steps."""
+    (None: retrieval's own hits only), each field's classic first steps and each situation's
+    firsts (by "at:바닷가", "job:현장직", "with:family"; none: such an ask is read as any)."""
 
     def __init__(
         self,
@@ -72,10 +77,12 @@ class Candidates:
         classics: Mapping[Category, tuple[str, ...]],
         settings: ChatSettings,
         metrics: Metrics,
+        firsts: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         self._retriever = retriever
         self._fit_bank = fit
         self._classics = classics
+        self._firsts = firsts or {}
         self._settings = settings
         self._metrics = metrics
 
@@ -276,6 +283,40 @@ class Candidates:
             return ranked[0].document.category
         return random.choice([c for c in Category if c not in seen])
 
+    async def for_situation(
+        self,
+        query: Query,
+        state: SessionState,
+        constraints: frozenset[Constraint],
+        situation: Situation,
+    ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
+        """A first ask that tells only who the user is ("바닷가 사는데 뭐 할 만한 거 있어?"),
+        answered with what the catalogue names first for that situation
+        (app/rag/corpus.py ``SITUATION_FIRSTS``): those named for more of what was told first
+        (a seaside family's), then in their order, fitting the location and work type told
+        and satisfying the constraints. The answer's field is the first one's; its candidates
+        are that field's named ones, then the rest of the field the search finds. Returns the
+        field, its candidates and the named ones among them (to rank first, as a field's
+        classics are); None when nothing is named for what was told, or none fits."""
+        told = [key for key in _situation_keys(situation, constraints) if key in self._firsts]
+        if not told:
+            return None
+        named = Counter(doc_id for key in told for doc_id in self._firsts[key])
+        order = sorted(named, key=lambda doc_id: -named[doc_id])  # stable: each list's order
+        place = Scope(None, situation.location, situation.work_type, exclude=state.shown)
+        found = await self.search(query, replace(place, only=frozenset(order)), k=len(order))
+        meeting = [hit for hit in found or () if satisfies(hit.document.traits, constraints)]
+        if not meeting:
+            return None
+        meeting.sort(key=lambda hit: order.index(hit.document.id))
+        category = meeting[0].document.category
+        firsts = tuple(hit for hit in meeting if hit.document.category is category)
+        ids = {hit.document.id for hit in firsts}
+        k = min(self._settings.rank_pool * 3, 60)
+        rest = await self.search(query, replace(place, category=category), k=k) or ()
+        pool = (*firsts, *(hit for hit in rest if hit.document.id not in ids))
+        return category, pool, tuple(hit.document.id for hit in firsts)
+
     async def search(
         self, query: Query, scope: Scope, *, k: int | None = None
     ) -> tuple[Hit, ...] | None:
@@ -336,6 +377,15 @@ def _scopes(
         if scope not in tried:
             tried.add(scope)
             yield scope
+
+
+def _situation_keys(situation: Situation, constraints: frozenset[Constraint]) -> list[str]:
+    """What was told, as the situation firsts are keyed: where, what work, with whom."""
+    keys = [f"at:{situation.location}"] if situation.location else []
+    if situation.work_type:
+        keys.append(f"job:{situation.work_type}")
+    keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
+    return keys
 
 
 def named_one(hits: tuple[Hit, ...], shown: tuple[str, ...], at: int | None) -> Hit | None:

@@ -226,6 +226,8 @@ class FacetReader:
         )
         constraint = [LABELS.index(c.value) for c in Constraint]
         self._constraint_examples = np.flatnonzero(self._carries[:, constraint].any(axis=1))
+        told = constraint + [LABELS.index(label) for label in _SITUATION]
+        self._told_examples = np.flatnonzero(self._carries[:, told].any(axis=1))
         self._k = k
         self._temperature = temperature
         self._floor = floor  # a message no example is this near says nothing
@@ -249,6 +251,12 @@ class FacetReader:
         """The cosine of the example nearest ``vector`` among those that carry a constraint
         (an embedding: every example is read)."""
         sims = vector @ self._columns[:, self._constraint_examples]
+        return float(sims.max()) if sims.size else -1.0
+
+    def nearest_told(self, vector: npt.NDArray[np.float32]) -> float:
+        """The cosine of the example nearest ``vector`` among those that tell where or with
+        whom: a constraint, a location or a work type."""
+        sims = vector @ self._columns[:, self._told_examples]
         return float(sims.max()) if sims.size else -1.0
 
     def said(self, vector: npt.NDArray[np.float32]) -> set[str]:

@@ -93,7 +93,7 @@ from app.chat.prompts import PromptInput, answer_messages
 from app.chat.ranking import Ranked, Situation, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
-from app.chat.subjects import Subjects
+from app.chat.subjects import Subjects, names_a_field
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
 from app.domain.categories import CITY, Category
@@ -191,6 +191,7 @@ class Planner:
         sentences: SentenceBank | None,
         fit: FitBank | None = None,
         classics: Mapping[Category, tuple[str, ...]] | None = None,
+        firsts: Mapping[str, tuple[str, ...]] | None = None,
         subjects: Subjects | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
@@ -205,6 +206,7 @@ class Planner:
             classics=classics or {},
             settings=settings,
             metrics=metrics,
+            firsts=firsts,
         )
         self._intents = intents
         self._facets = facets
@@ -266,6 +268,16 @@ class Planner:
             return FRIENDLY_REPLY
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
+        situation = situation_of(state, told)
+        # "바닷가 사는데 뭐 할 만한 거 있어?", "아이랑 할 만한 거": a first ask that tells who the
+        # user is and nothing else is answered with what the catalogue names first for that
+        # situation (by the message's meaning, a field near its form: "해녀 문화 배우기" for the
+        # seaside, "와이셔츠로 앞치마 만들기" with a child).
+        situated = None
+        if self._tells_only_a_situation(turn.message, query, intent, facets, state):
+            situated = await self._candidates.for_situation(query, state, constraints, situation)
+        if situated is not None:
+            intent = Intent(IntentKind.SWITCH, situated[0])
         critique = bool(facets.constraints)
         # It names something challenges are about ("에어컨", "아침 식사"): searched and ranked
         # by it, not by a field's first steps.
@@ -316,21 +328,26 @@ class Planner:
             vector = await self._embedding_if_free(search.text)
             search = replace(search, vector=vector)
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
-        category, pool = await self._candidates.choose(
-            search,
-            intent,
-            state,
-            nearest,
-            constraints,
-            pointed=pointed,
-            by_what_it_says=by_what_it_says,
-            at=at,
-            plain=plain,
-            names=names,
-        )
+        if situated is not None:
+            category, pool, classics = situated  # what is named for it first, in its order
+        else:
+            category, pool = await self._candidates.choose(
+                search,
+                intent,
+                state,
+                nearest,
+                constraints,
+                pointed=pointed,
+                by_what_it_says=by_what_it_says,
+                at=at,
+                plain=plain,
+                names=names,
+            )
+            classics = self._candidates.classics_for(
+                category, intent, state, plain=plain, names=names
+            )
         if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
             topic = starter_query(category)
-        classics = self._candidates.classics_for(category, intent, state, plain=plain, names=names)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
         await self._sessions.record(turn.session_id, category=category, base_category=began)
@@ -339,7 +356,6 @@ class Planner:
         if among and named is None and names:
             # "내복은 어떻게 입어?": the one of them that says what it names, first.
             named = self._saying(turn.message, pool)
-        situation = situation_of(state, told)
         asked_of = (
             await self._candidates.just_shown(query, state) if facets.question and not among else ()
         )
@@ -381,6 +397,26 @@ class Planner:
             told=told,
             topic=topic,
         )
+
+    def _tells_only_a_situation(
+        self, message: str, query: Query, intent: Intent, facets: Facets, state: SessionState
+    ) -> bool:
+        """Whether a conversation's first ask tells where the user lives or works, or with
+        whom, and asks for nothing else: no field by name or by what it is about ("전기세",
+        "만들"), no question, and it lies nearer an example of a place, a company or a
+        situation than any field's by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding: at
+        0.0, "탕비실에 종이컵이 …", "해변을 걷거든" and "환경 공부를 혼자" were read so)."""
+        if state.category is not None or query.vector is None:
+            return False
+        if intent.kind not in (IntentKind.SWITCH, IntentKind.ASK) or named_category(message):
+            return False
+        if facets.question or facets.among or reads_no_situation(facets):
+            return False
+        if names_a_field(message):
+            return False
+        vector = query.vector
+        nearer = self._facets.dense.nearest_told(vector) - self._intents.dense.nearest_topic(vector)
+        return nearer >= ONLY_CONSTRAINTS_MARGIN
 
     async def _in_conversation(
         self,

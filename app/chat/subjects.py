@@ -30,7 +30,7 @@ from app.chat.constraints import field_blanked
 from app.domain.categories import Category
 from app.rag.corpus import Document
 
-__all__ = ["Subjects"]
+__all__ = ["Subjects", "names_a_field"]
 
 _WORD = re.compile(r"[가-힣]+")
 #: Words that ask for something or carry no subject, as a whole word with its endings: asking
@@ -54,6 +54,19 @@ _FIELD_STUFF = re.compile(
     r"|만드|버리|버린|재활용|업사이클|캠페인|콘텐츠|미디어|문화|공유|디지털|비건|채식|고기|친환경"
     r"|제로|웨이스트|플로깅|식단|안|쓰는|보는|하는)\w*"
 )
+
+#: What a field is about, said in words ("전기세", "쓰레기가", "고기", "만들어"): a message saying
+#: one asks within that field (not the words of doing, "하는", "쓰는", that every field shares).
+_FIELD_MATTER = re.compile(
+    r"(?:쓰레기|탄소|배출|전기|에너지|일회용|플라스틱|재활용|업사이클|디지털|비건|채식|고기|제로"
+    r"|웨이스트|플로깅|식단|난방|냉방|줍|절약|아끼|아껴|아낄|만들|만드)\w*"
+)
+
+
+def names_a_field(message: str) -> bool:
+    """Whether ``message`` says, in words, what one field is about."""
+    return any(_FIELD_MATTER.fullmatch(word) for word in _WORD.findall(field_blanked(message)))
+
 
 #: What follows a one-syllable noun ("옷은", "책이나", "물로").
 _PARTICLE = re.compile(r"이나|나|은|는|이|가|을|를|도|만|으로|로|에|에서|과|와|이랑|랑|하고")

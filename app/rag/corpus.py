@@ -22,11 +22,19 @@ __all__ = [
     "COSTS",
     "EFFORTS",
     "PLACES",
+    "SITUATION_FIRSTS",
     "Document",
     "Traits",
     "classics_of",
     "load_corpus",
+    "load_situation_firsts",
 ]
+
+#: The file beside a corpus naming, for a situation told alone ("at:바닷가", "job:현장직",
+#: "with:family"), the challenges to show first, best first (authored by reading the
+#: catalogue, as the fields' classic first steps are: :attr:`Traits.starter`).
+SITUATION_FIRSTS = "situation_firsts.json"
+_SITUATION_KEY = ("at:", "job:", "with:")
 
 #: The values of each trait, in order (an effort or a cost: from the least).
 EFFORTS = ("easy", "medium", "hard")
@@ -153,3 +161,18 @@ def classics_of(documents: Sequence[Document]) -> dict[Category, tuple[str, ...]
         if document.traits is not None and document.traits.starter:
             ranked.setdefault(document.category, []).append((document.traits.starter, document.id))
     return {category: tuple(i for _, i in sorted(ids)) for category, ids in ranked.items()}
+
+
+def load_situation_firsts(path: Path) -> dict[str, tuple[str, ...]]:
+    """The challenges to show first for a situation told alone, by situation ("at:바닷가",
+    "job:현장직", "with:family"); none when ``path`` does not exist (an operator's own corpus).
+    Raises ValueError on a key of another kind or a list that is not of ids."""
+    if not path.exists():
+        return {}
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    firsts: dict[str, tuple[str, ...]] = {}
+    for key, ids in raw.items():
+        if not key.startswith(_SITUATION_KEY) or not isinstance(ids, list):
+            raise ValueError(f"{path.name}: {key!r} is not a situation with a list of ids")
+        firsts[key] = tuple(str(i) for i in ids)
+    return firsts
