@@ -47,7 +47,16 @@ from bench.reader_checks import (
 #: field's asks naming their subject), questions (the catalogue answers them or does not) and
 #: asked_after (questions asked after an answer, held by what was shown or by another challenge
 #: of its field), tuned on too.
-SPLITS = ("dev", "dev2", "test", "subjects", "questions", "asked_after", "situations", "situations_held")
+SPLITS = (
+    "dev",
+    "dev2",
+    "test",
+    "subjects",
+    "questions",
+    "asked_after",
+    "situations",
+    "situations_held",
+)
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",

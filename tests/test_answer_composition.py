@@ -321,6 +321,7 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
     for session, message, key in (
         ("c3x", "바닷가 근처에 사는데 해 볼 만한 거 있을까?", "at:바닷가"),
         ("c3y", "애들이랑 같이 할 만한 거 있어?", "with:family"),
+        ("c5a", "회사에서 할 만한 거 있을까?", "job:사무직"),
     ):
         answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
         first = CATALOGUE[_titles(answer)[0]]
@@ -328,8 +329,11 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
         shown = [CATALOGUE[title] for title in _titles(answer)]
         if key == "at:바닷가":
             assert all("바닷가" in doc.locations for doc in shown), _titles(answer)
-        else:
+        elif key == "with:family":
             assert all(doc.traits and "family" in doc.traits.company for doc in shown), shown
+        else:  # work told as an office's: fitting an office worker, done at work
+            assert all("사무직" in doc.work_types for doc in shown), _titles(answer)
+            assert all(doc.traits and "work" in doc.traits.places for doc in shown), shown
 
 
 async def test_a_situation_told_beside_what_it_is_about_is_answered_by_what_it_is_about(

@@ -293,8 +293,8 @@ class Candidates:
         """A first ask that tells only who the user is ("바닷가 사는데 뭐 할 만한 거 있어?"),
         answered with what the catalogue names first for that situation
         (app/rag/corpus.py ``SITUATION_FIRSTS``): those named for more of what was told first
-        (a seaside family's), then in their order, fitting the location and work type told
-        and satisfying the constraints. The answer's field is the first one's; its candidates
+        (a seaside family's), then in their lists' order (:func:`_situation_keys`), fitting
+        the location and work type told and satisfying the constraints. The answer's field is the first one's; its candidates
         are that field's named ones, then the rest of the field the search finds. Returns the
         field, its candidates and the named ones among them (to rank first, as a field's
         classics are); None when nothing is named for what was told, or none fits."""
@@ -380,11 +380,14 @@ def _scopes(
 
 
 def _situation_keys(situation: Situation, constraints: frozenset[Constraint]) -> list[str]:
-    """What was told, as the situation firsts are keyed: where, what work, with whom."""
+    """What was told, as the situation firsts are keyed, in the order their lists are read
+    (one named for several comes first whatever the order): where the user lives, with
+    whom, then the work (a seaside village's neighbours first hear the seaside's, not
+    "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
+    keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
     if situation.work_type:
         keys.append(f"job:{situation.work_type}")
-    keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
     return keys
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "points_back",
     "requests_challenges",
     "satisfies",
+    "says_an_office",
     "says_that_one",
     "toward",
     "wanting",
@@ -544,6 +545,15 @@ _CUES = {
     Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람",
 }
 _CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
+#: Work told as an office's ("회사에서", "사무실에서", "직장에서"), not a shop's or a site's.
+_OFFICE = re.compile(r"회사|사무실|직장|오피스")
+
+
+def says_an_office(message: str) -> bool:
+    """Whether ``message`` places its work in an office ("회사에서 할 만한 거 있어?")."""
+    return _OFFICE.search(message) is not None
+
+
 CUE_FLOOR = 0.15
 
 

@@ -62,6 +62,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
+    says_an_office,
     toward,
     wanting,
     without_field,
@@ -96,7 +97,7 @@ from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
-from app.domain.categories import CITY, Category
+from app.domain.categories import CITY, OFFICE, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
@@ -275,7 +276,11 @@ class Planner:
         # seaside, "와이셔츠로 앞치마 만들기" with a child).
         situated = None
         if self._tells_only_a_situation(turn.message, query, intent, facets, state):
-            situated = await self._candidates.for_situation(query, state, constraints, situation)
+            told_as = situation
+            if Constraint.WORK in constraints and not situation.work_type:
+                if says_an_office(turn.message):  # "회사에서 할 만한 거 있어?": an office's
+                    told_as = replace(situation, work_type=OFFICE)
+            situated = await self._candidates.for_situation(query, state, constraints, told_as)
         if situated is not None:
             intent = Intent(IntentKind.SWITCH, situated[0])
         critique = bool(facets.constraints)

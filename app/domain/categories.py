@@ -9,7 +9,15 @@ from __future__ import annotations
 import enum
 import unicodedata
 
-__all__ = ["CITY", "LOCATIONS", "WORK_TYPES", "Category", "normalize_choice", "parse_category"]
+__all__ = [
+    "CITY",
+    "LOCATIONS",
+    "OFFICE",
+    "WORK_TYPES",
+    "Category",
+    "normalize_choice",
+    "parse_category",
+]
 
 
 class Category(enum.Enum):
@@ -34,7 +42,9 @@ class Category(enum.Enum):
 #: The place most challenges are written for (and, with others, tagged for).
 CITY = "도시"
 LOCATIONS: frozenset[str] = frozenset({CITY, "바닷가", "산", "농촌"})
-WORK_TYPES: frozenset[str] = frozenset({"사무직", "현장직", "영업직", "재택근무"})
+#: The work type most work told without one is ("회사에서", "사무실에서").
+OFFICE = "사무직"
+WORK_TYPES: frozenset[str] = frozenset({OFFICE, "현장직", "영업직", "재택근무"})
 
 
 def _key(text: str) -> str:

@@ -27,6 +27,7 @@ from app.chat.constraints import (
     points_among,
     points_back,
     satisfies,
+    says_an_office,
     toward,
     wanting,
     without_field,
@@ -1228,3 +1229,17 @@ def test_in_a_burst_a_constraint_said_in_words_is_read_by_the_words_vote_too(
     facets: FacetReaders, message: str, constraint: Constraint
 ) -> None:
     assert constraint in facets.read(message, None).constraints
+
+
+@pytest.mark.parametrize(
+    ("message", "office"),
+    [
+        ("회사에서 할 만한 거 있어?", True),
+        ("사무실에서 할 수 있는 챌린지 추천해 줘", True),
+        ("직장에서 해 볼 만한 거", True),
+        ("가게에서 할 만한 거 있을까요", False),  # a shop's work is not an office's
+        ("현장에서 일하는데 할 수 있는 거 있어?", False),
+    ],
+)
+def test_work_told_as_an_offices_is_read_so(message: str, office: bool) -> None:
+    assert says_an_office(message) is office
