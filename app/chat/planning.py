@@ -281,6 +281,11 @@ class Planner:
                 if says_an_office(turn.message):  # "회사에서 할 만한 거 있어?": an office's
                     told_as = replace(situation, work_type=OFFICE)
             situated = await self._candidates.for_situation(query, state, constraints, told_as)
+        elif self._asks_for_anything(turn.message, intent, facets, state):
+            # "추천 좀 해줘", "환경 챌린지 추천해줘": what anyone may begin with, as in the city
+            # (by meaning, "텃밭 채소로 쌈밥 한 상", "이동 중에 환경 팟캐스트 듣기")
+            anyone = Situation(CITY)
+            situated = await self._candidates.for_situation(query, state, constraints, anyone)
         if situated is not None:
             intent = Intent(IntentKind.SWITCH, situated[0])
         critique = bool(facets.constraints)
@@ -422,6 +427,20 @@ class Planner:
         vector = query.vector
         nearer = self._facets.dense.nearest_told(vector) - self._intents.dense.nearest_topic(vector)
         return nearer >= ONLY_CONSTRAINTS_MARGIN
+
+    def _asks_for_anything(
+        self, message: str, intent: Intent, facets: Facets, state: SessionState
+    ) -> bool:
+        """Whether a conversation's first ask asks for a challenge and says nothing of which:
+        no field by name or matter, no subject, place, company or question ("추천 좀 해줘",
+        "뭐 해볼까", "환경 챌린지 추천해줘")."""
+        if state.category is not None or self._subjects is None:
+            return False
+        if intent.kind not in (IntentKind.SWITCH, IntentKind.ASK, IntentKind.ANOTHER):
+            return False
+        if named_category(message) or names_a_field(message) or self._subjects.named_in(message):
+            return False
+        return reads_no_situation(facets) and not (facets.question or facets.among)
 
     async def _in_conversation(
         self,

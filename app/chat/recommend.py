@@ -165,10 +165,13 @@ def _first_sentence(opening: Opening, variant: int) -> str:
             return f"앞서 보여 드린 것 가운데 {wanted} 것은 {_josa(lead, '이에요', '예요')}."
         return f"앞서 보여 드린 챌린지 가운데 말씀하신 것에 가장 가까운 건 {_josa(lead, '이에요', '예요')}."
     options: tuple[str, ...]
-    if wanted:
+    if wanted:  # five ways: asks telling one situation alike ("아이랑", "애들이랑") share a lead
         options = (
             f"{wanted} {label} 챌린지로 {_josa(lead, '을', '를')} 먼저 골라 봤어요.",
             f"{wanted} 것을 찾으셔서 {_josa(lead, '을', '를')} 가장 먼저 권해 드려요.",
+            f"{wanted} 것으로는 {lead}부터 해 보시길 권해요.",
+            f"{_josa(lead, '은', '는')} {wanted} {label} 챌린지예요.",
+            f"{wanted} {label} 챌린지 가운데 {_josa(lead, '이', '가')} 첫손에 꼽혀요.",
         )
         return options[variant % len(options)]
     if kind == "more":

@@ -59,13 +59,14 @@ _FIELD_STUFF = re.compile(
 #: one asks within that field (not the words of doing, "하는", "쓰는", that every field shares).
 _FIELD_MATTER = re.compile(
     r"(?:쓰레기|탄소|배출|전기|에너지|일회용|플라스틱|재활용|업사이클|디지털|비건|채식|고기|제로"
-    r"|웨이스트|플로깅|식단|난방|냉방|줍|절약|아끼|아껴|아낄|만들|만드)\w*"
+    r"|웨이스트|플로깅|식단|난방|냉방|줍|절약|아끼|아껴|아낄|만들|만드|캠페인|미디어|절전)\w*"
 )
 
 
 def names_a_field(message: str) -> bool:
-    """Whether ``message`` says, in words, what one field is about."""
-    return any(_FIELD_MATTER.fullmatch(word) for word in _WORD.findall(field_blanked(message)))
+    """Whether ``message`` says, in words, what one field is about (or calls it by a name of
+    its own: "줍깅", "캠페인"); "환경", "친환경" are every field's."""
+    return any(_FIELD_MATTER.search(word) for word in _WORD.findall(message))  # "환경캠페인"
 
 
 #: What follows a one-syllable noun ("옷은", "책이나", "물로").

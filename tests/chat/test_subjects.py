@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.chat.subjects import Subjects
+from app.chat.subjects import Subjects, names_a_field
 from app.domain.categories import Category
 from app.rag.corpus import Document, load_corpus
 from tests.support.store import CORPUS
@@ -123,3 +123,18 @@ def test_a_request_whose_best_fitting_challenges_lie_in_another_field_goes_there
     assert asked_elsewhere(ask, state, None) == ask  # without its embedding
     more = Intent(IntentKind.MORE)
     assert asked_elsewhere(more, state, upcycling) == more  # only an ask read in the field
+
+
+@pytest.mark.parametrize(
+    ("message", "names"),
+    [
+        ("환경캠페인 챌린지 뭐 있어?", True),  # a field's own name, inside one word
+        ("전기세가 너무 많이 나와", True),
+        ("바닷가 사는데 해변에서 주운 걸로 뭐 만들어 볼까", True),
+        ("환경 챌린지 추천해줘", False),  # every field's word
+        ("바닷가 사는데 뭐 할 만한 거 있어?", False),
+        ("추천 좀 해줘", False),
+    ],
+)
+def test_a_field_said_by_what_it_is_about_is_heard(message: str, names: bool) -> None:
+    assert names_a_field(message) is names
