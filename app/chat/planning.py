@@ -270,23 +270,10 @@ class Planner:
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
-        # "바닷가 사는데 뭐 할 만한 거 있어?", "아이랑 할 만한 거": a first ask that tells who the
-        # user is and nothing else is answered with what the catalogue names first for that
-        # situation (by the message's meaning, a field near its form: "해녀 문화 배우기" for the
-        # seaside, "와이셔츠로 앞치마 만들기" with a child).
-        situated = None
-        if self._tells_only_a_situation(turn.message, query, intent, facets, state):
-            told_as = situation
-            if Constraint.WORK in constraints and not situation.work_type:
-                if says_an_office(turn.message):  # "회사에서 할 만한 거 있어?": an office's
-                    told_as = replace(situation, work_type=OFFICE)
-            situated = await self._candidates.for_situation(query, state, constraints, told_as)
-        elif self._asks_for_anything(turn.message, intent, facets, state):
-            # "추천 좀 해줘", "환경 챌린지 추천해줘": what anyone may begin with, as in the city
-            # (by meaning, "텃밭 채소로 쌈밥 한 상", "이동 중에 환경 팟캐스트 듣기")
-            anyone = Situation(CITY)
-            situated = await self._candidates.for_situation(query, state, constraints, anyone)
-        if situated is not None:
+        situated = await self._situated(
+            turn.message, query, intent, facets, state, constraints, situation
+        )
+        if situated is not None:  # the field of what is named first for who the user is
             intent = Intent(IntentKind.SWITCH, situated[0])
         critique = bool(facets.constraints)
         # It names something challenges are about ("에어컨", "아침 식사"): searched and ranked
@@ -407,6 +394,33 @@ class Planner:
             told=told,
             topic=topic,
         )
+
+    async def _situated(
+        self,
+        message: str,
+        query: Query,
+        intent: Intent,
+        facets: Facets,
+        state: SessionState,
+        constraints: frozenset[Constraint],
+        situation: Situation,
+    ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
+        """A first ask that tells who the user is and nothing else ("바닷가 사는데 뭐 할 만한 거
+        있어?", "아이랑 할 만한 거"), or nothing at all ("추천 좀 해줘", "환경 챌린지
+        추천해줘"): its field and candidates, what the catalogue names first for that situation,
+        or for the city (what anyone may begin with) (:meth:`Candidates.for_situation`). By
+        the message's meaning they had gone to a field near the form of asking: "해녀 문화
+        배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
+        for anything. None for any other turn."""
+        if self._tells_only_a_situation(message, query, intent, facets, state):
+            if Constraint.WORK in constraints and not situation.work_type:
+                if says_an_office(message):  # "회사에서 할 만한 거 있어?": an office's work
+                    situation = replace(situation, work_type=OFFICE)
+        elif self._asks_for_anything(message, intent, facets, state):
+            situation = Situation(CITY)
+        else:
+            return None
+        return await self._candidates.for_situation(query, state, constraints, situation)
 
     def _tells_only_a_situation(
         self, message: str, query: Query, intent: Intent, facets: Facets, state: SessionState
