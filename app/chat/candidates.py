@@ -312,7 +312,7 @@ class Candidates:
         category = meeting[0].document.category
         firsts = tuple(hit for hit in meeting if hit.document.category is category)
         ids = {hit.document.id for hit in firsts}
-        k = min(self._settings.rank_pool * 3, 60)
+        k = min(self._settings.rank_pool * (3 if constraints else 1), 60)  # as :meth:`fitting`
         rest = await self.search(query, replace(place, category=category), k=k) or ()
         pool = (*firsts, *(hit for hit in rest if hit.document.id not in ids))
         return category, pool, tuple(hit.document.id for hit in firsts)
