@@ -47,20 +47,20 @@ _ASKING = re.compile(
     # a count, a time, a change: "몇 개만 더", "짬 날 때", "다시", "바꿔서", "주말에", "전체가"
     r"|(?:개|가지|번|날|일|다시|새로|바꿔|바꾸|보자|주로|전체|단체|시간|주말|평일|오늘|내일)\w*"
 )
+#: What a field is about, said in words: its matter ("쓰레기", "전기", "고기"), its own names
+#: ("플로깅", "캠페인") and what it does with them ("줍", "만들", "아끼").
+_MATTER = (
+    r"쓰레기|탄소|배출|전기|에너지|일회용|플라스틱|재활용|업사이클|디지털|비건|채식|고기|제로"
+    r"|웨이스트|플로깅|식단|줍|만들|만드|캠페인|미디어|절약|아끼|아껴|아낄"
+)
 #: What the fields are made of: a field described, not a subject in it ("쓰레기 줍는 챌린지",
 #: "탄소 배출 줄이는", "일회용품 안 쓰는", "재활용품으로 뭐 만드는", "고기 줄이는 비건").
 _FIELD_STUFF = re.compile(
-    r"(?:쓰레기|탄소|배출|줄이|줄여|줄일|아끼|아껴|아낄|절약|전기|에너지|일회용|플라스틱|줍|만들"
-    r"|만드|버리|버린|재활용|업사이클|캠페인|콘텐츠|미디어|문화|공유|디지털|비건|채식|고기|친환경"
-    r"|제로|웨이스트|플로깅|식단|안|쓰는|보는|하는)\w*"
+    rf"(?:{_MATTER}|줄이|줄여|줄일|버리|버린|콘텐츠|문화|공유|친환경|안|쓰는|보는|하는)\w*"
 )
-
-#: What a field is about, said in words ("전기세", "쓰레기가", "고기", "만들어"): a message saying
-#: one asks within that field (not the words of doing, "하는", "쓰는", that every field shares).
-_FIELD_MATTER = re.compile(
-    r"(?:쓰레기|탄소|배출|전기|에너지|일회용|플라스틱|재활용|업사이클|디지털|비건|채식|고기|제로"
-    r"|웨이스트|플로깅|식단|난방|냉방|줍|절약|아끼|아껴|아낄|만들|만드|캠페인|미디어|절전)\w*"
-)
+#: What one field is about ("전기세", "쓰레기가", "난방비", "만들어"): a message saying it asks
+#: within that field (not the words of doing, "하는", "쓰는", that every field shares).
+_FIELD_MATTER = re.compile(rf"(?:{_MATTER}|난방|냉방|절전)\w*")
 
 
 def names_a_field(message: str) -> bool:
