@@ -44,9 +44,10 @@ from bench.reader_checks import (
 )
 
 #: The labelled splits (bench/data/fit/): dev and dev2 to tune on, test to report; subjects (a
-#: field's asks naming their subject), questions (the catalogue answers them or does not) and
+#: field's asks naming their subject), questions (the catalogue answers them or does not),
 #: asked_after (questions asked after an answer, held by what was shown or by another challenge
-#: of its field), tuned on too.
+#: of its field) and situations (first asks telling only who the user is), tuned on too;
+#: situations_held, such asks written apart, held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -57,6 +58,8 @@ SPLITS = (
     "situations",
     "situations_held",
 )
+#: The splits run only to report, never tuned on.
+HELD_OUT = ("test", "situations_held")
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",

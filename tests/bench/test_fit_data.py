@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.fit_scoring import CONSTRAINTS, KINDS, RELATIONS, docs_by_id
+from bench.fit_scoring import CONSTRAINTS, HELD_OUT, KINDS, RELATIONS, SPLITS, docs_by_id
 
 DATA = Path(__file__).resolve().parents[2] / "bench" / "data" / "fit"
 CATEGORIES = {
@@ -39,20 +39,10 @@ def _conversations(split: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-ALL = (
-    "dev",
-    "dev2",
-    "test",
-    "subjects",
-    "questions",
-    "asked_after",
-    "situations",
-    "situations_held",
-)
-TUNED = ("dev", "dev2", "subjects", "questions", "asked_after", "situations")
+TUNED = tuple(split for split in SPLITS if split not in HELD_OUT)
 
 
-@pytest.mark.parametrize("split", ALL)
+@pytest.mark.parametrize("split", SPLITS)
 def test_every_label_is_well_formed(split: str) -> None:
     docs = docs_by_id()
     for convo in _conversations(split):
@@ -98,7 +88,7 @@ def test_each_split_is_big_enough_and_covers_every_kind_and_category(split: str)
         assert any(not q["answer_ids"] for q in questions)
 
 
-@pytest.mark.parametrize("held", ["test", "situations_held"])
+@pytest.mark.parametrize("held", HELD_OUT)
 @pytest.mark.parametrize("tuned", TUNED)
 def test_a_held_out_split_shares_no_conversation_or_message_with_a_tuned_one(
     tuned: str, held: str
