@@ -294,10 +294,11 @@ class Candidates:
         answered with what the catalogue names first for that situation
         (app/rag/corpus.py ``SITUATION_FIRSTS``): those named for more of what was told first
         (a seaside family's), then in their lists' order (:func:`_situation_keys`), fitting
-        the location and work type told and satisfying the constraints. The answer's field is the first one's; its candidates
-        are that field's named ones, then the rest of the field the search finds. Returns the
-        field, its candidates and the named ones among them (to rank first, as a field's
-        classics are); None when nothing is named for what was told, or none fits."""
+        the location and work type told and satisfying the constraints. The answer's field is
+        the first one's; its candidates are that field's named ones, then the rest of the field
+        the search finds. Returns the field, its candidates and the named ones among them (to
+        rank first, as a field's classics are); None when nothing is named for what was told,
+        or none fits."""
         told = [key for key in _situation_keys(situation, constraints) if key in self._firsts]
         if not told:
             return None

@@ -413,9 +413,9 @@ class Planner:
         배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
         for anything. None for any other turn."""
         if self._tells_only_a_situation(message, query, intent, facets, state):
-            if Constraint.WORK in constraints and not situation.work_type:
-                if says_an_office(message):  # "회사에서 할 만한 거 있어?": an office's work
-                    situation = replace(situation, work_type=OFFICE)
+            work = Constraint.WORK in constraints and not situation.work_type
+            if work and says_an_office(message):  # "회사에서 할 만한 거 있어?": an office's
+                situation = replace(situation, work_type=OFFICE)
         elif self._asks_for_anything(message, intent, facets, state):
             situation = Situation(CITY)
         else:
