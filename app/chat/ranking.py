@@ -39,6 +39,7 @@ __all__ = ["Ranked", "Situation", "rank"]
 #: tagged for the situation told in words rises (per tag).
 NARROW_PENALTY = 4.0
 TOLD_BONUS = 2.5
+UNLIKE_PENALTY = 30.0
 #: How many places a challenge written for base-info's place rises in its first answer when
 #: that place is not the city, which most challenges are written for too: a seaside field
 #: worker's first is "어촌계 바다 청소의 날", not "주운 쓰레기도 분리해서 버리기" (the fit
@@ -101,6 +102,8 @@ def rank(
         traits = document.traits
         if traits is not None:
             value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
+            if not traits.anyone and _persona_unlike(situation, document):
+                return value - UNLIKE_PENALTY
             if not traits.anyone and not _persona_known(situation, document):
                 # Written for someone the user is not known to be: no lift for the part of
                 # the situation it shares either (a building-site worker's job is not a boat).
@@ -145,6 +148,19 @@ def _local(situation: Situation, document: Document) -> bool:
     user's place not being the city."""
     place = situation.location
     return bool(place) and place != CITY and CITY not in document.locations
+
+
+def _persona_unlike(situation: Situation, document: Document) -> bool:
+    """Whether the user told a place, or a work, that a narrow persona's challenge is not
+    written for (an office worker and a shop's door: "문 열고 냉방하지 않기"); a work other than
+    its own is not, where the place told is its place (a seaside shop and "바닷가 어르신께 바다
+    이야기 듣고 기록하기")."""
+    if situation.given:
+        return False
+    work, place = situation.work_type, situation.location
+    if place:
+        return place not in document.locations
+    return bool(work) and work not in document.work_types
 
 
 def _persona_known(situation: Situation, document: Document) -> bool:

@@ -77,6 +77,20 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b"
 
 
+def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fits() -> None:
+    # An office worker told in words: a shop's door ("문 열고 냉방하지 않기") after the rest,
+    # however well it fits what was said.
+    shop = _hit("shop", effort="easy", anyone=False, work_types=("영업직",))
+    hits = [shop, _hit("b"), _hit("c")]
+    fit = {"shop": 0.90, "b": 0.85, "c": 0.84}
+    assert _ids(rank(hits, fit=fit))[0] == "shop", "no work told"
+    assert _ids(rank(hits, fit=fit, situation=Situation(work_type="사무직")))[-1] == "shop"
+    # Its place told is its place: another work does not set it back.
+    sea = _hit("sea", anyone=False, locations=("바닷가",), work_types=("현장직",))
+    told = Situation("바닷가", "영업직")
+    assert _ids(rank([sea, _hit("b"), _hit("c")], situation=told))[0] == "sea"
+
+
 def test_base_infos_first_answer_lifts_what_is_written_for_a_place_other_than_the_city() -> None:
     everywhere = _hit("all", locations=("도시", "바닷가", "산", "농촌"))
     sea = _hit("sea", locations=("바닷가",))
