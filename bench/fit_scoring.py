@@ -47,7 +47,8 @@ from bench.reader_checks import (
 #: field's asks naming their subject), questions (the catalogue answers them or does not),
 #: asked_after (questions asked after an answer, held by what was shown or by another challenge
 #: of its field) and situations (first asks telling only who the user is), tuned on too;
-#: situations_held, such asks written apart, held out.
+#: situations_held, such asks written apart, and people_held (who the user is: a shop, a
+#: student, an island, a driver …), held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -57,9 +58,10 @@ SPLITS = (
     "asked_after",
     "situations",
     "situations_held",
+    "people_held",
 )
 #: The splits run only to report, never tuned on.
-HELD_OUT = ("test", "situations_held")
+HELD_OUT = ("test", "situations_held", "people_held")
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",
