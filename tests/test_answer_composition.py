@@ -351,6 +351,38 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
             assert all(doc.traits and "work" in doc.traits.places for doc in shown), shown
 
 
+async def test_a_shop_told_alone_begins_with_a_shops_first_steps(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read by meaning and by the catalogue's 영업직 alone, a café owner had got culture
+    # ("환경 다큐 함께 보기") or a salesperson's road: now what is named for a shop.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    params = {
+        "sessionId": "c5d",
+        "message": "동네에서 작은 빵집을 하고 있는데 가게에서 할 만한 거 있을까요?",
+    }
+    answer = _answer(await read_stream(http, FREE, params))
+    assert CATALOGUE[_titles(answer)[0]].id == FIRSTS["job:가게"][0], _titles(answer)
+    assert "회사에서" not in answer["recommend"], answer["recommend"]
+
+
+@pytest.mark.parametrize(
+    ("session", "message", "served"),
+    [("c5e", "대학생 추천좀", True), ("c5f", "맛집 추천좀", False)],
+)
+async def test_who_asks_for_something_is_served_and_an_ask_off_the_topic_is_not(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    served: bool,
+) -> None:
+    # "대학생 추천좀" had been refused as off the topic, as "맛집 추천좀" still is.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+    assert bool(answer["challenges"]) is served, answer
+
+
 @pytest.mark.parametrize(
     ("session", "message"), [("c5b", "추천 좀 해줘"), ("c5c", "환경 챌린지 하나 골라 줄래?")]
 )

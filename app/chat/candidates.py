@@ -29,7 +29,7 @@ from app.chat.intent import Intent, IntentKind
 from app.chat.ranking import Situation, rank
 from app.chat.sessions import SessionState
 from app.config import ChatSettings
-from app.domain.categories import Category
+from app.domain.categories import SHOP, Category
 from app.metrics import Metrics
 from app.rag.corpus import COMPANY
 from app.rag.retriever import Hit, QueryVector, Retriever
@@ -289,6 +289,8 @@ class Candidates:
         state: SessionState,
         constraints: frozenset[Constraint],
         situation: Situation,
+        *,
+        shop: bool = False,
     ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
         """A first ask that tells only who the user is ("바닷가 사는데 뭐 할 만한 거 있어?"),
         answered with what the catalogue names first for that situation
@@ -298,13 +300,17 @@ class Candidates:
         the first one's; its candidates are that field's named ones, then the rest of the field
         the search finds. Returns the field, its candidates and the named ones among them (to
         rank first, as a field's classics are); None when nothing is named for what was told,
-        or none fits."""
-        told = [key for key in _situation_keys(situation, constraints) if key in self._firsts]
+        or none fits. ``shop``: the work told is a shop's ("작은 카페를 하고 있는데"): what is
+        named for a shop, and the catalogue's work types left aside (it tags a shop's work and
+        a salesperson's alike, and a shop's everyday ones as neither)."""
+        keys = _situation_keys(situation, constraints, shop=shop)
+        told = [key for key in keys if key in self._firsts]
         if not told:
             return None
         named = Counter(doc_id for key in told for doc_id in self._firsts[key])
         order = sorted(named, key=lambda doc_id: -named[doc_id])  # stable: each list's order
-        place = Scope(None, situation.location, situation.work_type, exclude=state.shown)
+        work_type = None if shop else situation.work_type
+        place = Scope(None, situation.location, work_type, exclude=state.shown)
         found = await self.search(query, replace(place, only=frozenset(order)), k=len(order))
         meeting = [hit for hit in found or () if satisfies(hit.document.traits, constraints)]
         if not meeting:
@@ -380,14 +386,18 @@ def _scopes(
             yield scope
 
 
-def _situation_keys(situation: Situation, constraints: frozenset[Constraint]) -> list[str]:
+def _situation_keys(
+    situation: Situation, constraints: frozenset[Constraint], *, shop: bool = False
+) -> list[str]:
     """What was told, as the situation firsts are keyed, in the order their lists are read
     (one named for several comes first whatever the order): where the user lives, with
     whom, then the work (a seaside village's neighbours first hear the seaside's, not
     "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
     keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
-    if situation.work_type:
+    if shop:
+        keys.append(f"job:{SHOP}")
+    elif situation.work_type:
         keys.append(f"job:{situation.work_type}")
     return keys
 

@@ -60,8 +60,10 @@ __all__ = [
     "points_back",
     "requests_challenges",
     "satisfies",
+    "says_a_shop",
     "says_an_office",
     "says_that_one",
+    "tells_who",
     "toward",
     "wanting",
     "without_field",
@@ -552,6 +554,36 @@ _OFFICE = re.compile(r"회사|사무실|직장|오피스")
 def says_an_office(message: str) -> bool:
     """Whether ``message`` places its work in an office ("회사에서 할 만한 거 있어?")."""
     return _OFFICE.search(message) is not None
+
+
+#: Work told as a shop's: one kept or run ("작은 카페를 하고 있는데", "식당 운영 중인데",
+#: "횟집 해요"), trade ("장사하면서"), "우리 가게", "사장". Not a shop visited ("카페에서 음료
+#: 살 때", "제로웨이스트 가게에서 사기").
+_SHOP = re.compile(
+    r"장사|사장님?(?![가-힣])|(?:우리|제|내)\s*(?:가게|매장|식당)"
+    r"|(?:가게|식당|카페|매장|횟집|음식점|점포|편의점|빵집|꽃집|술집|미용실|상점|분식집)"
+    r"\s*(?:을|를|도|은|는|에서)?\s*(?:하고|하는|해요|합니다|하는데|운영|차리|차렸|열었|하며|알바|일하|일해|일할)"
+)
+
+
+#: Who the user is, said as a person ("대학생", "직장인", "주부", "간호사인데"): a first ask
+#: that says only this and asks for something ("대학생 추천좀") asks for anything, not for
+#: something off the topic ("맛집 추천좀").
+_WHO = re.compile(
+    r"(?:대|고등|중|초등|자취|취준|수험|대학원|유학|신입)생|학생|직장인|회사원|주부|워킹맘|간호사"
+    r"|교사|선생님|군인|공무원|프리랜서|자영업|알바생|은퇴|퇴직|농부|어부|해녀|집사|초보\s*엄마"
+)
+
+
+def tells_who(message: str) -> bool:
+    """Whether ``message`` says who the user is, as a person (:data:`_WHO`)."""
+    return _WHO.search(message) is not None
+
+
+def says_a_shop(message: str) -> bool:
+    """Whether ``message`` tells that its work is a shop's ("동네에서 작은 카페를 하고
+    있는데", "장사하면서 실천할 수 있는 거")."""
+    return _SHOP.search(message) is not None
 
 
 CUE_FLOOR = 0.15

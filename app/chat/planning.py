@@ -56,13 +56,16 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
+    asks_for_challenges,
     clauses,
     field_blanked,
     leaving_aside,
     left_words,
     ordinal,
     points_at_one,
+    says_a_shop,
     says_an_office,
+    tells_who,
     toward,
     wanting,
     without_field,
@@ -97,7 +100,7 @@ from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
-from app.domain.categories import CITY, OFFICE, Category
+from app.domain.categories import CITY, OFFICE, SALES, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
@@ -265,8 +268,16 @@ class Planner:
         intent, facets = await self._in_conversation(
             turn.message, query, intent, facets, wants, state
         )
+        if intent.kind is IntentKind.OFF_TOPIC and not state.turns:
+            if tells_who(turn.message) and asks_for_challenges(turn.message):
+                intent = Intent(IntentKind.ASK)  # "대학생 추천좀": who asks, for anything
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
+        if not facets.work_type:  # work told in words that the examples' vote leaves out
+            if says_a_shop(turn.message):  # "작은 카페를 하고 있는데": the catalogue's 영업직
+                facets = replace(facets, work_type=SALES)
+            elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
+                facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
@@ -412,15 +423,14 @@ class Planner:
         the message's meaning they had gone to a field near the form of asking: "해녀 문화
         배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
         for anything. None for any other turn."""
+        shop = False
         if self._tells_only_a_situation(message, query, intent, facets, state):
-            work = Constraint.WORK in constraints and not situation.work_type
-            if work and says_an_office(message):  # "회사에서 할 만한 거 있어?": an office's
-                situation = replace(situation, work_type=OFFICE)
+            shop = says_a_shop(message)  # a shop's firsts, not a salesperson's road
         elif self._asks_for_anything(message, intent, facets, state):
             situation = Situation(CITY)
         else:
             return None
-        return await self._candidates.for_situation(query, state, constraints, situation)
+        return await self._candidates.for_situation(query, state, constraints, situation, shop=shop)
 
     def _tells_only_a_situation(
         self, message: str, query: Query, intent: Intent, facets: Facets, state: SessionState

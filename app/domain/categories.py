@@ -44,7 +44,13 @@ CITY = "도시"
 LOCATIONS: frozenset[str] = frozenset({CITY, "바닷가", "산", "농촌"})
 #: The work type most work told without one is ("회사에서", "사무실에서").
 OFFICE = "사무직"
-WORK_TYPES: frozenset[str] = frozenset({OFFICE, "현장직", "영업직", "재택근무"})
+#: The work type the catalogue tags a shop's work with ("가게나 매장에서 …", "영업 끝나면 간판
+#: 조명 끄기"): a shop's, a stall's, a restaurant's, and a salesperson's on the road.
+SALES = "영업직"
+#: The key of what is named first for a shop told alone (app/rag/data/situation_firsts.json):
+#: a shop's work, not a salesperson's road ("외근길 틈새 플로깅").
+SHOP = "가게"
+WORK_TYPES: frozenset[str] = frozenset({OFFICE, "현장직", SALES, "재택근무"})
 
 
 def _key(text: str) -> str:

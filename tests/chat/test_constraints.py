@@ -27,7 +27,9 @@ from app.chat.constraints import (
     points_among,
     points_back,
     satisfies,
+    says_a_shop,
     says_an_office,
+    tells_who,
     toward,
     wanting,
     without_field,
@@ -418,9 +420,9 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     message = "바닷가 마을에 사는데 아이랑 주말에 할 만한 거 있을까"
     vector = embedder.embed_queries([message])[0]
     parts = embedder.embed_queries(clauses(message))
-    # The whole alone splits its vote: the company is read by its words ("아이랑"), the place
-    # told is not.
-    assert _labels(facets.read(message, vector)) == {"family"}
+    # The whole alone may split its vote: the company is read by its words ("아이랑"); read
+    # clause by clause, the place told is read too.
+    assert "family" in _labels(facets.read(message, vector))
     assert _labels(facets.read(message, vector, parts)) == {"at:바닷가", "family"}
     # A clause adds no ease or cost the request did not ask ("줄이고 싶은데" alone reads "easy").
     asked = "사무실에 종이컵이 너무 많아서 줄이고 싶은데 동료들도 같이 할 수 있는 거"
@@ -1243,3 +1245,34 @@ def test_in_a_burst_a_constraint_said_in_words_is_read_by_the_words_vote_too(
 )
 def test_work_told_as_an_offices_is_read_so(message: str, office: bool) -> None:
     assert says_an_office(message) is office
+
+
+@pytest.mark.parametrize(
+    ("message", "shop"),
+    [
+        ("동네에서 작은 카페를 하고 있는데 가게에서 해볼 수 있는 게 있을까요?", True),
+        ("조그만 식당 운영 중인데", True),
+        ("바닷가 작은 동네에서 횟집을 하고 있어요. 장사하면서 할 만한 거", True),
+        ("편의점 알바하는데 할만한거", True),
+        ("우리 가게 손님들이랑 할 수 있는 거", True),
+        ("카페에서 음료 살 때 쓰레기가 많아", False),  # a shop visited, not kept
+        ("제로웨이스트 가게에서 필요한 만큼 사기", False),
+        ("회사에서 할 만한 거 있어?", False),
+    ],
+)
+def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
+    assert says_a_shop(message) is shop
+
+
+@pytest.mark.parametrize(
+    ("message", "who"),
+    [
+        ("대학생 추천좀", True),
+        ("간호사인데 할 만한 거 있어?", True),
+        ("정년퇴직했는데 뭐 할까요", True),
+        ("맛집 추천좀", False),
+        ("기후 쪽 대학원 추천좀", False),  # a school, not who asks
+    ],
+)
+def test_who_the_user_is_said_as_a_person_is_read(message: str, who: bool) -> None:
+    assert tells_who(message) is who
