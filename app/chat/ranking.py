@@ -39,6 +39,9 @@ __all__ = ["Ranked", "Situation", "rank"]
 #: tagged for the situation told in words rises (per tag).
 NARROW_PENALTY = 4.0
 TOLD_BONUS = 2.5
+#: How many places a narrow persona's challenge falls when the work or place told in words is
+#: not its own (:func:`_persona_unlike`): behind whatever fits (30; at 12 an office worker's
+#: "사무실에서 … 몇 가지만 더" still began with a shop's door, on the fit bench's dev2 split).
 UNLIKE_PENALTY = 30.0
 #: How many places a challenge written for base-info's place rises in its first answer when
 #: that place is not the city, which most challenges are written for too: a seaside field
