@@ -31,6 +31,7 @@ from app.chat.constraints import (
     points_back,
     requests_challenges,
     says_that_one,
+    tells_who,
 )
 from app.chat.fit import FitBank
 from app.chat.intent import (
@@ -54,6 +55,7 @@ __all__ = [
     "Readings",
     "about_something_else",
     "about_what_was_shown",
+    "asked_as_who_one_is",
     "asked_elsewhere",
     "asked_if_doable",
     "asked_in_their_field",
@@ -540,8 +542,9 @@ async def in_conversation(
     (:func:`asked_of_their_field`), what a message that leaves something aside
     (``leaves_aside``) wants, a choice among that is about something else, or that another
     challenge of their field holds (:func:`asked_in_their_field`), and a request whose
-    best-fitting challenges lie in another field (:func:`asked_elsewhere`); and the facets, a
-    question of what was shown said to be one."""
+    best-fitting challenges lie in another field (:func:`asked_elsewhere`), and a first ask
+    refused that says who asks (:func:`asked_as_who_one_is`); and the facets, a question of
+    what was shown said to be one."""
     intent = with_facets(intent, facets, state)
     # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
     turns_to = await readings.turns_to()
@@ -627,7 +630,19 @@ async def in_conversation(
     # "바느질 못해도 할 수 있어?": whether what was shown can be done.
     doable = asks_if_doable(message)
     nearer = readings.shown_fit() if doable else None
-    return asked_if_doable(intent, facets, state, doable=doable, nearer_shown=nearer)
+    intent, facets = asked_if_doable(intent, facets, state, doable=doable, nearer_shown=nearer)
+    return asked_as_who_one_is(message, intent, state), facets
+
+
+def asked_as_who_one_is(message: str, intent: Intent, state: SessionState) -> Intent:
+    """A conversation's first ask refused as off the topic that says who the user is, as a
+    person, and asks for something ("대학생 추천좀": :func:`tells_who`) asks for anything,
+    not for something off the topic ("맛집 추천좀", "주식 추천좀" stay refused)."""
+    if intent.kind is not IntentKind.OFF_TOPIC or state.turns:
+        return intent
+    if tells_who(message) and asks_for_challenges(message):
+        return Intent(IntentKind.ASK)
+    return intent
 
 
 def reads_no_situation(facets: Facets) -> bool:

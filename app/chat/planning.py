@@ -56,7 +56,6 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
-    asks_for_challenges,
     clauses,
     field_blanked,
     leaving_aside,
@@ -65,7 +64,6 @@ from app.chat.constraints import (
     points_at_one,
     says_a_shop,
     says_an_office,
-    tells_who,
     toward,
     wanting,
     without_field,
@@ -268,13 +266,11 @@ class Planner:
         intent, facets = await self._in_conversation(
             turn.message, query, intent, facets, wants, state
         )
-        if intent.kind is IntentKind.OFF_TOPIC and not state.turns:
-            if tells_who(turn.message) and asks_for_challenges(turn.message):
-                intent = Intent(IntentKind.ASK)  # "대학생 추천좀": who asks, for anything
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
+        shop = says_a_shop(turn.message)  # "작은 카페를 하고 있는데": the catalogue's 영업직
         if not facets.work_type:  # work told in words that the examples' vote leaves out
-            if says_a_shop(turn.message):  # "작은 카페를 하고 있는데": the catalogue's 영업직
+            if shop:
                 facets = replace(facets, work_type=SALES)
             elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
                 facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
@@ -282,7 +278,7 @@ class Planner:
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
         situated = await self._situated(
-            turn.message, query, intent, facets, state, constraints, situation
+            turn.message, query, intent, facets, state, constraints, situation, shop=shop
         )
         if situated is not None:  # the field of what is named first for who the user is
             intent = Intent(IntentKind.SWITCH, situated[0])
@@ -415,6 +411,8 @@ class Planner:
         state: SessionState,
         constraints: frozenset[Constraint],
         situation: Situation,
+        *,
+        shop: bool = False,
     ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
         """A first ask that tells who the user is and nothing else ("바닷가 사는데 뭐 할 만한 거
         있어?", "아이랑 할 만한 거"), or nothing at all ("추천 좀 해줘", "환경 챌린지
@@ -422,13 +420,11 @@ class Planner:
         or for the city (what anyone may begin with) (:meth:`Candidates.for_situation`). By
         the message's meaning they had gone to a field near the form of asking: "해녀 문화
         배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
-        for anything. None for any other turn."""
-        shop = False
-        if self._tells_only_a_situation(message, query, intent, facets, state):
-            shop = says_a_shop(message)  # a shop's firsts, not a salesperson's road
-        elif self._asks_for_anything(message, intent, facets, state):
-            situation = Situation(CITY)
-        else:
+        for anything. ``shop``: the message tells a shop's work (a shop's firsts, not a
+        salesperson's road). None for any other turn."""
+        if self._asks_for_anything(message, intent, facets, state):
+            situation, shop = Situation(CITY), False
+        elif not self._tells_only_a_situation(message, query, intent, facets, state):
             return None
         return await self._candidates.for_situation(query, state, constraints, situation, shop=shop)
 

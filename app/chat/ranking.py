@@ -105,12 +105,14 @@ def rank(
         traits = document.traits
         if traits is not None:
             value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
-            if not traits.anyone and _persona_unlike(situation, document):
-                return value - UNLIKE_PENALTY
-            if not traits.anyone and not _persona_known(situation, document):
-                # Written for someone the user is not known to be: no lift for the part of
-                # the situation it shares either (a building-site worker's job is not a boat).
-                return value - NARROW_PENALTY
+            if not traits.anyone:
+                if _persona_unlike(situation, document):  # told to be someone else
+                    return value - UNLIKE_PENALTY
+                if not _persona_known(situation, document):
+                    # Written for someone the user is not known to be: no lift for the part of
+                    # the situation it shares either (a building-site worker's job is not a
+                    # boat).
+                    return value - NARROW_PENALTY
         if starter and situation.given and _local(situation, document):
             value += LOCAL_BONUS
         if not situation.given:

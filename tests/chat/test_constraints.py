@@ -1276,3 +1276,16 @@ def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
 )
 def test_who_the_user_is_said_as_a_person_is_read(message: str, who: bool) -> None:
     assert tells_who(message) is who
+
+
+def test_a_first_ask_refused_that_says_who_asks_is_served_as_asking_for_anything() -> None:
+    """ "대학생 추천좀" had been refused as off the topic: who asks, asking for something. Not
+    "맛집 추천좀", and not past the first turn (a conversation's refusal stands as read)."""
+    from app.chat.follow_up import asked_as_who_one_is
+
+    refused, first = Intent(IntentKind.OFF_TOPIC), SessionState("s")
+    assert asked_as_who_one_is("대학생 추천좀", refused, first) == Intent(IntentKind.ASK)
+    assert asked_as_who_one_is("맛집 추천좀", refused, first) == refused
+    assert asked_as_who_one_is("대학생 추천좀", refused, _state()) == refused
+    asked = Intent(IntentKind.SWITCH, Category.VEGAN)
+    assert asked_as_who_one_is("대학생인데 비건 추천좀", asked, first) == asked
