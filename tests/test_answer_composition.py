@@ -450,6 +450,23 @@ async def test_going_back_to_the_start_answers_the_first_ask_again(
     assert lead.traits is not None and "alone" in lead.traits.company, "the first ask's 혼자"
 
 
+async def test_the_first_ones_asked_for_again_are_the_first_answer_shown_again(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # After a shop's first answer (named for who the user is, not searched) and "그거 말고",
+    # "처음 거로 다시 보여줘" had searched the first ask's words: an office's PC and monitor.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = "c5g"
+    first = "동네에서 작은 빵집을 하고 있는데 가게에서 할 만한 거 있을까요?"
+    opened = _answer(await read_stream(http, FREE, {"sessionId": session, "message": first}))
+    other = _answer(await read_stream(http, FREE, {"sessionId": session, "message": "그거 말고"}))
+    assert not set(_titles(other)) & set(_titles(opened)), "그거 말고: new ones"
+    params = {"sessionId": session, "message": "처음 거로 다시 보여줘"}
+    again = _answer(await read_stream(http, FREE, params))
+    assert _titles(again) == _titles(opened), (_titles(again), _titles(opened))
+    assert _titles(opened)[0] in again["recommend"], again["recommend"]
+
+
 async def test_more_of_it_is_more_of_what_was_asked(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -114,14 +114,12 @@ class Candidates:
         kind = intent.kind
         if kind is IntentKind.AMONG and pointed:
             last = pointed
-            among = await self.search(query, Scope(only=frozenset(last)), k=len(last))
+            # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the answer
+            # as the user read it, whose first was the best for what was asked. A choice by
+            # what it says instead ("방금 세 개 중에 비행기 탈 일 있을 때 써먹을 만한 건?"): in
+            # the order of its search.
+            among = await self.these(query, last, as_shown=not by_what_it_says)
             if among:
-                # In the order they were shown: "이거", "그 중에 돈 안 드는 거" point at the
-                # answer as the user read it, whose first was the best for what was asked. A
-                # choice by what it says instead ("방금 세 개 중에 비행기 탈 일 있을 때 써먹을
-                # 만한 건?"): in the order of its search.
-                if not by_what_it_says:
-                    among = tuple(sorted(among, key=lambda hit: last.index(hit.document.id)))
                 named = named_one(among, last, at)
                 if named is not None:  # "두 번째 거 어떻게 시작해?": that one, first
                     among = (named, *(hit for hit in among if hit is not named))
@@ -149,12 +147,20 @@ class Candidates:
             return category, pool
         return category, await self.with_classics(query, category, state, classics, pool)
 
+    async def these(
+        self, query: Query, shown: tuple[str, ...], *, as_shown: bool = True
+    ) -> tuple[Hit, ...]:
+        """The challenges ``shown`` (doc ids), in the order they were shown (else in the order
+        of the search for ``query``); () when the store fails or holds none of them."""
+        found = await self.search(query, Scope(only=frozenset(shown)), k=len(shown)) or ()
+        if as_shown:
+            found = tuple(sorted(found, key=lambda hit: shown.index(hit.document.id)))
+        return found
+
     async def just_shown(self, query: Query, state: SessionState) -> tuple[Hit, ...]:
         """The challenges the turn before showed: a question may be about one of them."""
         last = state.last_shown
-        if not last:
-            return ()
-        return await self.search(query, Scope(only=frozenset(last)), k=len(last)) or ()
+        return await self.these(query, last, as_shown=False) if last else ()
 
     async def fitting(
         self,

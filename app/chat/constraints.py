@@ -46,6 +46,7 @@ __all__ = [
     "Facets",
     "asks_for_challenges",
     "asks_if_doable",
+    "asks_to_see_again",
     "clauses",
     "compares_with_shown",
     "cued",
@@ -373,6 +374,21 @@ def points_back(message: str) -> bool:
     """Whether ``message`` points back at what the bot said ("방금 말한 거 노트북에서도
     적용돼?")."""
     return _POINTS_BACK.search(message) is not None
+
+
+#: The first answer's challenges asked for again ("처음 거로 다시 보여줘", "처음에 추천해 준 거
+#: 다시", "맨 처음 것들 다시 알려 줘"), not the first field or topic ("처음 카테고리로", "처음
+#: 얘기로 돌아가자"): what was shown first, said as things, with "again".
+_THE_FIRST_ONES = re.compile(
+    r"(?:맨\s*)?(?:처음|첨)\s*(?:에\s*)?(?:(?:보여|추천해|추천|알려)\s*(?:준|줬던|주신|한)\s*)?"
+    r"(?:거|것|꺼|걸|챌린지)"
+)
+_AGAIN = re.compile(r"다시|또\s*(?:보여|알려)")
+
+
+def asks_to_see_again(message: str) -> bool:
+    """Whether ``message`` asks to be shown the first answer's challenges again."""
+    return _THE_FIRST_ONES.search(message) is not None and _AGAIN.search(message) is not None
 
 
 def says_that_one(message: str) -> bool:

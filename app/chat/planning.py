@@ -56,6 +56,7 @@ from app.chat.constraints import (
     Constraint,
     FacetReaders,
     Facets,
+    asks_to_see_again,
     clauses,
     field_blanked,
     leaving_aside,
@@ -268,6 +269,10 @@ class Planner:
         )
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
+        # "처음 거로 다시 보여줘": the first answer's challenges again, as they were shown.
+        again = _first_answer(state) if asks_to_see_again(turn.message) else None
+        if again is not None:
+            intent = Intent(IntentKind.BACK_TO_BASE)
         shop = says_a_shop(turn.message)  # "작은 카페를 하고 있는데": the catalogue's 영업직
         if not facets.work_type:  # work told in words that the examples' vote leaves out
             if shop:
@@ -277,8 +282,12 @@ class Planner:
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
-        situated = await self._situated(
-            turn.message, query, intent, facets, state, constraints, situation, shop=shop
+        situated = (
+            None
+            if again is not None
+            else await self._situated(
+                turn.message, query, intent, facets, state, constraints, situation, shop=shop
+            )
         )
         if situated is not None:  # the field of what is named first for who the user is
             intent = Intent(IntentKind.SWITCH, situated[0])
@@ -332,7 +341,11 @@ class Planner:
             vector = await self._embedding_if_free(search.text)
             search = replace(search, vector=vector)
         at = ordinal(turn.message)  # "두 번째 거", "3번은": a place in the list shown
-        if situated is not None:
+        classics: tuple[str, ...] = ()
+        if again is not None:
+            pool = await self._candidates.these(search, again.shown)
+            category = again.category or state.category or _category_of(pool)
+        elif situated is not None:
             category, pool, classics = situated  # what is named for it first, in its order
         else:
             category, pool = await self._candidates.choose(
@@ -363,23 +376,27 @@ class Planner:
         asked_of = (
             await self._candidates.just_shown(query, state) if facets.question and not among else ()
         )
-        ranked, found = self._ranked(
-            turn.message,
-            query,
-            pool,
-            situation=situation,
-            constraints=constraints,
-            among=among,
-            question=facets.question,
-            fit=None if plain or classics else self._fit(search, pool),
-            shown=asked_of,
-            starter=plain,
-            classics=classics,
-            named=named,
-            answering=self._outright(query, ANSWERED_MARGIN) if facets.question else None,
+        ranked, found = (
+            (Ranked(pool), None)
+            if again is not None and pool
+            else self._ranked(
+                turn.message,
+                query,
+                pool,
+                situation=situation,
+                constraints=constraints,
+                among=among,
+                question=facets.question,
+                fit=None if plain or classics else self._fit(search, pool),
+                shown=asked_of,
+                starter=plain,
+                classics=classics,
+                named=named,
+                answering=self._outright(query, ANSWERED_MARGIN) if facets.question else None,
+            )
         )
         opening = replace(
-            _opening(intent, state, category, among=among, plain=plain),
+            _opening(intent, state, category, among=among, plain=plain, again=again is not None),
             location=situation.location,
             work_type=situation.work_type,
             constraints=tuple(c for c in Constraint if c in constraints),
@@ -954,6 +971,19 @@ def _plain(
     )
 
 
+def _category_of(pool: tuple[Hit, ...]) -> Category:
+    return pool[0].document.category if pool else Category.ZERO_WASTE
+
+
+def _first_answer(state: SessionState) -> Turn | None:
+    """The conversation's first answer that showed challenges (where it began, else the
+    first remembered)."""
+    began = state.began
+    if began is not None and began.shown:
+        return began
+    return next((turn for turn in state.turns if turn.shown), None)
+
+
 def _first_topic(state: SessionState) -> str | None:
     """The topic of the first turn remembered in the category the conversation began in."""
     return began.topic if (began := state.began) else None
@@ -1021,7 +1051,13 @@ def _previous_exchange(state: SessionState) -> tuple[str, list[str]] | None:
 
 
 def _opening(
-    intent: Intent, state: SessionState, category: Category, *, among: bool, plain: bool = False
+    intent: Intent,
+    state: SessionState,
+    category: Category,
+    *,
+    among: bool,
+    plain: bool = False,
+    again: bool = False,
 ) -> Opening:
     """What the gateway's recommend says this free-text turn did."""
     kind = _OPENING_KIND.get(intent.kind, "ask") if state.turns else "first"
@@ -1029,6 +1065,8 @@ def _opening(
         kind = "ask"  # nothing shown to choose among
     if plain:  # "비건 챌린지 추천해줘": one of the field's first steps
         kind = "plain"
+    if again:  # "처음 거로 다시 보여줘": the first answer, shown again
+        kind = "again"
     return Opening(
         category,
         kind,

@@ -92,7 +92,7 @@ class Opening:
     """What the recommend is written from."""
 
     category: Category
-    kind: str  # "first", "switch", "more", "among", "another", "back", "ask", "plain"
+    kind: str  # "first", "switch", "more", "among", "another", "back", "again", "ask", "plain"
     location: str | None = None
     work_type: str | None = None
     turn: int = 0  # the session's turn number: picks the variant
@@ -152,6 +152,8 @@ def _first_sentence(opening: Opening, variant: int) -> str:
     who = _situation(opening)
     kind = opening.kind
     wanted = _phrases(opening.constraints, opening.work_type) if opening.constraints else ""
+    if kind == "again":  # "처음 거로 다시 보여줘": nothing new chosen, nothing to say of it
+        return f"처음에 보여 드린 {label} 챌린지를 다시 모았어요. 맨 앞은 {_josa(lead, '이에요', '예요')}."
     if opening.unmet and wanted:
         where = "앞서 보여 드린 것 가운데" if kind == "among" else "남은 챌린지 가운데"
         return (

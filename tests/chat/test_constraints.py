@@ -17,6 +17,7 @@ from app.chat.constraints import (
     Facets,
     asks_for_challenges,
     asks_if_doable,
+    asks_to_see_again,
     clauses,
     compares_with_shown,
     cued,
@@ -1289,3 +1290,19 @@ def test_a_first_ask_refused_that_says_who_asks_is_served_as_asking_for_anything
     assert asked_as_who_one_is("대학생 추천좀", refused, _state()) == refused
     asked = Intent(IntentKind.SWITCH, Category.VEGAN)
     assert asked_as_who_one_is("대학생인데 비건 추천좀", asked, first) == asked
+
+
+@pytest.mark.parametrize(
+    ("message", "again"),
+    [
+        ("처음 거로 다시 보여줘", True),
+        ("처음에 추천해 준 거 다시 볼 수 있어?", True),
+        ("맨 처음 것들 다시 알려 줘", True),
+        ("처음 카테고리로 돌아가자", False),  # the field, not the ones shown
+        ("처음 얘기로 다시 가자", False),
+        ("첫 번째 거 다시 설명해 줘", False),  # a place in the list shown
+        ("처음 시작하는 거 추천해 줘", False),
+    ],
+)
+def test_the_first_ones_asked_for_again(message: str, again: bool) -> None:
+    assert asks_to_see_again(message) is again
