@@ -48,7 +48,9 @@ from bench.reader_checks import (
 #: asked_after (questions asked after an answer, held by what was shown or by another challenge
 #: of its field) and situations (first asks telling only who the user is), tuned on too;
 #: situations_held, such asks written apart, and people_held (who the user is: a shop, a
-#: student, an island, a driver …), held out.
+#: student, an island, a driver …), held out; aspects (questions asking how often, how long,
+#: how much, where, why …, half of them held by one catalogue sentence, labelled with it),
+#: tuned on, and aspects_held, such questions about other challenges, held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -59,9 +61,11 @@ SPLITS = (
     "situations",
     "situations_held",
     "people_held",
+    "aspects",
+    "aspects_held",
 )
 #: The splits run only to report, never tuned on.
-HELD_OUT = ("test", "situations_held", "people_held")
+HELD_OUT = ("test", "situations_held", "people_held", "aspects_held")
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",
@@ -359,6 +363,8 @@ def answered(ids: Sequence[str | None], label: Mapping[str, Any], recommend: str
     answer_ids = label.get("answer_ids", [])
     if not answer_ids:
         return says_not_held(recommend)
+    if "answer_sentence" in label:  # labelled with the very sentence that answers it
+        return label["answer_sentence"] in recommend and bool(ids) and ids[0] in answer_ids
     quoted = any(
         sentence in recommend
         for doc_id in answer_ids

@@ -434,6 +434,31 @@ async def test_a_question_one_challenge_answers_outright_is_answered_from_it_pla
     assert "않지만" not in answer["recommend"], "the answer is not hedged as only close"
 
 
+@pytest.mark.parametrize(
+    ("session", "question", "held"),
+    [
+        ("c5h", "텀블러는 얼마나 자주 씻어야 돼?", False),  # the catalogue says no frequency
+        ("c5i", "건전지 모아 둔 게 한 봉지인데 이거 어디다 버려야 해?", True),
+    ],
+)
+async def test_a_question_of_how_often_or_where_is_answered_only_by_a_sentence_saying_it(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    question: str,
+    held: bool,
+) -> None:
+    # The tumbler's "코팅된 종이컵과 …" lay nearest the question and had been given as its
+    # answer; the battery's second sentence ("… 선별장에서 불이 나는 …") had, of where.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": question}))
+    hedged = "않지만" in answer["recommend"] or "담겨 있지 않아요" in answer["recommend"]
+    assert hedged is not held, answer["recommend"]
+    if held:
+        first = CATALOGUE[_titles(answer)[0]]
+        assert answer["recommend"].startswith(sentences_of(first.body)[0]), answer["recommend"]
+
+
 async def test_going_back_to_the_start_answers_the_first_ask_again(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -49,11 +49,13 @@ __all__ = [
     "Found",
     "SentenceBank",
     "answered_by",
+    "asks_an_aspect",
     "asks_how",
     "asks_how_to",
     "asks_what",
     "asks_worth",
     "find_answer",
+    "holds_what_is_asked",
     "instruction",
     "named_in",
     "reason",
@@ -96,6 +98,54 @@ _WORTH = re.compile(
     r"효과|도움\s*(?:이|가)?\s*(?:돼|되|될)|의미\s*(?:가|는)?\s*있|차이\s*(?:가|는)?\s*(?:있|나|날)"
     r"|소용|줄어|줄까|줄긴|덜\s*(?:나와|나오|들|써|쓰)|절약\s*(?:돼|되|이)"
 )
+
+
+#: What a question asks beyond its subject, and what a sentence must say to answer it: how
+#: often ("얼마나 자주 씻어야 돼?": "…마다", "매일", "두 번"), how long or when ("며칠", "언제":
+#: a time), how much ("몇 도", "얼마나 아껴져?": a number or a share), where ("어디서 사?": a
+#: place). A sentence near such a question in meaning is about its subject, not its answer:
+#: "텀블러는 얼마나 자주 씻어야 돼?" lay 0.91 from "코팅된 종이컵과 플라스틱 컵은 …", which says
+#: why a tumbler helps and nothing of washing it.
+_ASPECTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
+    (
+        re.compile(r"얼마나\s*자주|몇\s*(?:번|회)|주기"),
+        re.compile(
+            r"마다|매(?:일|주|달|월|년|번)|\d+\s*(?:번|회)|(?:한|두|세|네)\s*번|주기|자주|수시로"
+        ),
+    ),
+    (
+        re.compile(r"얼마나\s*(?:오래|걸|지나)|며칠|몇\s*(?:초|분|시간|일|주|달|개월|년|해)|언제"),
+        re.compile(
+            r"\d|하루|이틀|사흘|며칠|일주일|[한두세몇]\s*(?:시간|주|달|해)|개월|매(?:일|주|달|년)"
+            r"|해마다|계절|여름|겨울|봄철|가을|아침|저녁|동안|무렵|지나"
+        ),
+    ),
+    (
+        re.compile(
+            r"몇\s*(?:도|퍼센트|%|개|원|배|킬로|kg|그램|톤|리터|와트)|얼마(?:야|예요|에요|인가요|쯤|정도|나\s*"
+            r"(?:아껴|아낄|줄|절약|많|적|나와|나오|들|덜|더|싸|비싸|차이))"
+        ),
+        re.compile(r"\d|절반|배\b|퍼센트|%|[수몇](?:십|백|천|만)|한두|두세|서너|가량|남짓"),
+    ),
+    (
+        re.compile(r"어디(?!\s*놀러|든|서든|에서든|서나|에서나|나|에나|\s*(?:서|에서)?\s*부터)"),
+        re.compile(
+            r"수거함|센터|매장|가게|마트|상점|시장|사이트|앱|홈페이지|약국|우체국|편의점|스테이션"
+            r"|카페|함에|장소|창구|구청|시청|주민센터|온라인|중고"
+        ),
+    ),
+)
+
+
+def asks_an_aspect(question: str) -> bool:
+    """Whether ``question`` asks how often, how long, how much or where."""
+    return any(asks.search(question) for asks, _ in _ASPECTS)
+
+
+def holds_what_is_asked(question: str, sentence: str) -> bool:
+    """Whether ``sentence`` says what ``question`` asks beyond its subject (how often, how
+    long, how much, where); a question asking none of these is held by any sentence."""
+    return all(says.search(sentence) for asks, says in _ASPECTS if asks.search(question))
 
 
 #: A question what something is ("쿨맵시가 정확히 어떤 거야?", "제로웨이스트가 뭐예요?", "용기내
@@ -238,7 +288,7 @@ def find_answer(
         # The closest is offered from the best candidate or one just shown ("우유 대신 뭐
         # 마셔?" after "식물성 우유로 바꾸기" was shown: its "귀리 우유, 두유 …" lies nearest).
         closest_of = {hit.document.id for hit in (*hits[:1], *shown)}
-        return _by_meaning(candidates, vector, bank, closest_of=closest_of)
+        return _by_meaning(question, candidates, vector, bank, closest_of=closest_of)
     return _by_words(question, candidates)
 
 
@@ -259,6 +309,10 @@ def answered_by(
         told = [sentence for sentence in sentences if _INSTRUCTION.search(sentence)]
         if told:
             return Found(hit, _nearest(hit, told, vector, bank))
+    if asks_an_aspect(question):  # "어디다 버려야 해?": the sentence saying where
+        saying = [sentence for sentence in sentences if holds_what_is_asked(question, sentence)]
+        if saying:
+            return Found(hit, _nearest(hit, saying, vector, bank))
     if asks_worth(question) and (why := reason(hit, sure=True)) is not None:
         return why
     nearest = find_answer(question, (hit,), vector=vector, bank=bank)
@@ -284,29 +338,41 @@ def _nearest(
 
 
 def _by_meaning(
+    question: str,
     candidates: list[tuple[int, Hit, str]],
     vector: npt.NDArray[np.float32],
     bank: SentenceBank,
     *,
     closest_of: set[str],
 ) -> Found | None:
-    """The nearest sentence of any candidate when it is the answer; else the nearest of those
-    of the challenges ``closest_of`` (the best candidate, and those just shown), offered as
-    the closest (a looser match does not reorder the answer)."""
+    """The nearest sentence of any candidate that says what is asked (:func:`holds_what_is_
+    asked`) when it is the answer; else, for a question asking how often, how long, how much
+    or where, the nearest sentence of the challenges ``closest_of`` (the best candidate, and
+    those just shown) that says it, when related ("어디다 버려야 해?": the battery text's
+    "… 주민센터의 전용 수거함에 넣어 주세요.", not its nearer "… 선별장에서 불이 나는 …");
+    else their nearest, offered as the closest (a looser match does not reorder the answer)."""
+    aspect = asks_an_aspect(question)
     best: tuple[float, float, Hit, str] | None = None
     closest: tuple[float, Hit, str] | None = None
+    saying: tuple[float, Hit, str] | None = None  # the nearest of closest_of saying the aspect
     for place, hit, sentence in candidates:
         known = bank.vector(hit.document.id, sentence)
         if known is None:  # a document the bank does not hold (another corpus in the store)
             continue
         cosine = float(known @ vector)
         score = cosine - PLACE_COST * place
-        if best is None or score > best[0]:
+        holds = holds_what_is_asked(question, sentence)
+        if (best is None or score > best[0]) and holds:
             best = (score, cosine, hit, sentence)
-        if hit.document.id in closest_of and (closest is None or cosine > closest[0]):
-            closest = (cosine, hit, sentence)
+        if hit.document.id in closest_of:
+            if closest is None or cosine > closest[0]:
+                closest = (cosine, hit, sentence)
+            if aspect and holds and (saying is None or cosine > saying[0]):
+                saying = (cosine, hit, sentence)
     if best is not None and best[1] >= SURE:
         return Found(best[2], best[3])
+    if saying is not None and saying[0] >= RELATED:
+        return Found(saying[1], saying[2])
     if closest is not None and closest[0] >= RELATED:
         return Found(closest[1], closest[2], sure=False)
     return None
@@ -328,6 +394,10 @@ def _by_words(question: str, candidates: list[tuple[int, Hit, str]]) -> Found | 
         topic = set(terms(hit.document.title))
         shared = sum(weight[w] * (TOPIC_WEIGHT if w in topic else 1) for w in words & asked)
         score = shared - PLACE_WEIGHT * place
-        if shared >= MIN_SHARED and (best is None or score > best[0]):
+        if (
+            shared >= MIN_SHARED
+            and (best is None or score > best[0])
+            and holds_what_is_asked(question, sentence)
+        ):
             best = (score, Found(hit, sentence))
     return best[1] if best else None

@@ -955,8 +955,15 @@ class FacetReaders:
             said.add(MORE)
         if _ANOTHER.search(message):
             said.add(ANOTHER)
-        if _asks_a_fact(message) and not said & (_CONSTRAINTS | {AMONG, MORE, ANOTHER}):
-            said.add(QUESTION)  # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote
+        if not _MONEY.search(message):  # before the question: "다 쓴 건전지 …" read as free
+            said.discard(Constraint.FREE.value)
+        if _asks_a_fact(message) and not said & {AMONG, MORE, ANOTHER}:
+            # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote; a constraint the
+            # vote alone reads in it, in no words of its own, is its form's ("창문에 … 어떻게
+            # 붙여?": home; "손으로 설거지하는 것보다 … 맞아?": easy), not a critique's.
+            unsaid = _CONSTRAINTS - {c.value for c in cued(message)}
+            if not said & _CONSTRAINTS - unsaid:
+                said = (said - unsaid) | {QUESTION}
         # "쓰레기 줄이기 뭐부터 하면 돼?", "업사이클 뭐 있어?" (not "또 뭐 있어?": more)
         start = _WHERE_TO_START.search(message)
         if start is None and MORE not in said:
@@ -973,6 +980,4 @@ class FacetReaders:
             said.discard(QUESTION)
         if _ASKS_FOR_ONE.search(message) and not _HOW_OR_WHY.search(message):
             said.discard(QUESTION)  # "환경에 도움 되는 거 있을까": asks for challenges
-        if not _MONEY.search(message):
-            said.discard(Constraint.FREE.value)
         return facets_of(said)

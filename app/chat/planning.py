@@ -45,6 +45,7 @@ from app.chat.answers import (
     asks_what,
     asks_worth,
     find_answer,
+    holds_what_is_asked,
     instruction,
     named_in,
     reason,
@@ -573,6 +574,10 @@ class Planner:
             # instructions), not why it helps ("깨끗하게 따로 모인 투명 페트병은 …").
             told = answered_by(message, found.hit, vector=query.vector, bank=self._sentences)
             found = told or found
+        if found is not None and found.sure and not holds_what_is_asked(message, found.sentence):
+            # "텀블러는 얼마나 자주 씻어야 돼?": the tumbler's text says why it helps, not how
+            # often to wash it; offered as the closest it says, never as the answer.
+            found = replace(found, sure=False)
         if found is not None:
             answer = found.hit.document.id
             rest = tuple(hit for hit in ranked.hits if hit.document.id != answer)

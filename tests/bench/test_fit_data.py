@@ -65,6 +65,9 @@ def test_every_label_is_well_formed(split: str) -> None:
             assert set(label["ok"]) <= set(docs), where
             assert ("answer_ids" in label) == (label["kind"] == "question"), where
             assert set(label.get("answer_ids", [])) <= set(label["first_ok"]), where
+            if "answer_sentence" in label:  # the very sentence, in the one text holding it
+                (holder,) = label["answer_ids"]
+                assert label["answer_sentence"] in docs[holder].body, where
             if label["kind"] in ("critique", "among", "more", "switch"):
                 assert label["relation"] == ("among" if label["kind"] == "among" else "new"), where
             for doc_id in label["ok"]:

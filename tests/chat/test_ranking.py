@@ -327,6 +327,52 @@ def test_a_text_known_to_answer_a_question_answers_it_plainly() -> None:
     assert other is not None and other.sure and other.sentence == "불이 날 수 있습니다."
 
 
+@pytest.mark.parametrize(
+    ("question", "sentence", "held"),
+    [
+        ("텀블러는 얼마나 자주 씻어야 돼?", "텀블러 하나로 한 해 수백 개의 컵을 줄입니다.", False),
+        ("텀블러는 얼마나 자주 씻어야 돼?", "쓰고 나면 매일 헹궈 두세요.", True),
+        ("필터 청소는 몇 번 해야 돼?", "필터는 2주에 한 번 청소하세요.", True),
+        ("행사는 보통 언제 열려?", "함께 모여 쓰레기를 치워 보세요.", False),
+        ("행사는 보통 언제 열려?", "매년 9월 셋째 주 토요일에 열립니다.", True),
+        ("에어컨 몇 도로 맞춰?", "선풍기와 함께 틀면 시원합니다.", False),
+        ("에어컨 몇 도로 맞춰?", "여름에는 26℃ 안팎으로 맞춰 보세요.", True),
+        ("건전지 어디다 버려야 해?", "불이 나는 원인이 되기도 합니다.", False),
+        ("건전지 어디다 버려야 해?", "주민센터의 전용 수거함에 넣어 주세요.", True),
+        # Asking none of these, any sentence may hold it (its meaning decides).
+        ("에어컨 자주 껐다 켜면 전기 더 먹는다던데 진짜야?", "한 문장입니다.", True),
+        ("전기 아끼려면 어디서부터 시작해?", "한 문장입니다.", True),
+    ],
+)
+def test_a_question_of_how_often_long_much_or_where_is_held_by_a_sentence_saying_it(
+    question: str, sentence: str, held: bool
+) -> None:
+    from app.chat.answers import holds_what_is_asked
+
+    assert holds_what_is_asked(question, sentence) is held
+
+
+def test_a_sentence_near_in_meaning_that_says_nothing_of_what_is_asked_is_no_answer() -> None:
+    """By meaning, the nearest sentence of the best candidate is the answer only when it says
+    what a question of how often, how long, how much or where asks; the nearest that says it is,
+    when related; with none, the nearest is offered as the closest only."""
+    from app.chat.answers import answered_by
+
+    body = "컵을 쓰지 않게 됩니다. 여름에는 26℃로 맞춰 보세요."
+    aircon = _hit("a", body=body)
+    bank = SentenceBank(
+        [("a", s) for s in sentences_of(body)],
+        np.array([[0.95, 0.31], [0.87, 0.49]], dtype=np.float32),
+    )
+    found = find_answer("에어컨 몇 도로 맞춰?", [aircon], vector=_QUESTION, bank=bank)
+    assert found is not None and found.sure and found.sentence == "여름에는 26℃로 맞춰 보세요."
+    nearest = find_answer("에어컨 얼마나 자주 꺼?", [aircon], vector=_QUESTION, bank=bank)
+    assert nearest is not None and not nearest.sure and nearest.sentence == "컵을 쓰지 않게 됩니다."
+    # A text known to hold the answer: the sentence saying what is asked, however far.
+    told = answered_by("에어컨 몇 도로 맞춰?", aircon, vector=_QUESTION, bank=bank)
+    assert told is not None and told.sure and told.sentence == "여름에는 26℃로 맞춰 보세요."
+
+
 def test_asked_whether_it_helps_the_answer_is_why_its_text_says_it_does() -> None:
     from app.chat.answers import asks_worth, reason
 
