@@ -264,7 +264,7 @@ class VectorStore(abc.ABC):
         scope: Scope = ANYWHERE,
         candidates: int = 30,
     ) -> list[SearchHit]:
-        """Hybrid (both given: RRF over ``candidates`` of each), dense-only or sparse-only
+        """Hybrid (both given: RRF over ``candidates`` of each, at least ``limit``), dense-only or sparse-only
         search within ``scope``; hits carry their payload and dense vector."""
         queries: list[NearestQuery] = []
         if dense is not None:
@@ -275,7 +275,9 @@ class VectorStore(abc.ABC):
             raise ValueError("search needs a dense or a sparse query")
         if limit <= 0:
             return []
-        keep = candidates if len(queries) == 2 else limit
+        # Hybrid: RRF over ``candidates`` of each list, or over as many as asked for (a
+        # critique's 60 within a field had found only the union of the two lists' 30).
+        keep = max(candidates, limit) if len(queries) == 2 else limit
         fetch = keep + _TIE_MARGIN
         lists = self._nearest(name, queries, fetch, scope)
         if any(open_tie(ranked, keep, fetch) for ranked in lists):

@@ -277,6 +277,23 @@ def test_a_scope_keeps_what_fits_on_both_engines(
         server.close()
 
 
+def test_a_hybrid_search_finds_as_many_as_asked_for_beyond_each_lists_own(
+    bundled: str, embedder: Embedder
+) -> None:
+    # A critique asks a field for 36 to find what satisfies it; RRF over each list's 30 had
+    # found only their union (33 of the 47 left of a field).
+    store = open_store(url=None, path=bundled)
+    try:
+        retriever = HybridRetriever(store, COLLECTION, embedder, mode=SearchMode.HYBRID)
+        field = Scope(category=Category.PLOGGING)
+        hits = retriever.search("여섯 살 딸이랑 주말에 해볼 만한 거 더 쉬운 거", k=50, scope=field)
+    finally:
+        store.close()
+    in_field = sum(d.category is Category.PLOGGING for d in load_corpus(CORPUS))
+    assert len(hits) == min(50, in_field)
+    assert len({hit.document.id for hit in hits}) == len(hits)
+
+
 @pytest.mark.parametrize("mode", list(SearchMode))
 @pytest.mark.parametrize(
     ("query", "expected"),
