@@ -356,6 +356,10 @@ def _served(
             shown = [documents[i] for i in self.state.last_shown if i in documents]
             return bool(shown) and bool(subjects.unsaid(self.message, shown))
 
+        async def said_by_shown(self) -> bool:
+            shown = [documents[i] for i in self.state.last_shown if i in documents]
+            return bool(subjects.said_by(self.message, shown))
+
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))
         # Each earlier turn showed challenges (the history's answers list them).

@@ -492,6 +492,21 @@ async def test_the_first_ones_asked_for_again_are_the_first_answer_shown_again(
     assert _titles(opened)[0] in again["recommend"], again["recommend"]
 
 
+async def test_a_question_of_what_one_shown_names_is_about_it_not_a_request_for_more(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read as "more" by its meaning, "망주머니는 다이소에서 팔아요?" had brought new challenges.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = "c5j"
+    first = "채소 살 때 속비닐 안 쓰는 방법 있어?"
+    opened = _answer(await read_stream(http, FREE, {"sessionId": session, "message": first}))
+    assert "망주머니" in _titles(opened)[0], _titles(opened)
+    params = {"sessionId": session, "message": "망주머니는 다이소에서 팔아요?"}
+    asked = _answer(await read_stream(http, FREE, params))
+    assert _titles(asked)[0] == _titles(opened)[0], _titles(asked)
+    assert set(_titles(asked)) <= set(_titles(opened)), "about what was shown: nothing new"
+
+
 async def test_more_of_it_is_more_of_what_was_asked(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -459,10 +459,13 @@ _BEGINNING = re.compile(r"처음\w*|해\s*보\w*|해보\w*|시작\w*|초보\w*|�
 
 
 #: Asking for another field, in words: another field, category or topic ("딴 분야 없어?",
-#: "다른카테고리", "새로운 분야로 넘어가죠"), or changing it ("분야 바꿔서"). The vote of the
+#: "다른카테고리", "새로운 분야로 넘어가죠"), something wholly other ("완전 다른 걸로"), or
+#: changing it ("분야 바꿔서"). The vote of the
 #: words misses those it has no example of; "다른 종류로" may mean more of the same field.
 _ANOTHER = re.compile(
     r"(?:다른|딴|새로운|새)\s*(?:분야|카테고리|주제)"
+    # wholly other ("완전 다른 걸로", "결이 완전 다른 걸로", "전혀 상관없는 쪽으로")
+    r"|(?:완전히?|전혀|아예|확)\s*(?:다른|상관\s*없는)"
     r"|(?:분야|카테고리|주제)\s*(?:를|을)?\s*(?:바꿔|바꾸|바꿀|변경|전환)"
     r"|(?:another|other|different)\s+(?:category|field|topic)",
     re.IGNORECASE,

@@ -526,6 +526,12 @@ class Readings(Protocol):
         (app/chat/subjects.py ``unsaid``; asked only of a choice among them)."""
         ...
 
+    async def said_by_shown(self) -> bool:
+        """Whether the message names a subject one of the challenges just shown says
+        (app/chat/subjects.py ``said_by``; asked only of a question read as no choice among
+        them)."""
+        ...
+
 
 async def in_conversation(
     message: str,
@@ -618,6 +624,19 @@ async def in_conversation(
     ):
         # "헌 옷으로 뭐 만드는 챌린지도 있어?" in zero waste: challenges of another field.
         intent = asked_elsewhere(intent, state, readings.fitting())
+    if (
+        intent.kind is IntentKind.MORE
+        and state.last_shown
+        and not (facets.among or facets.more or facets.another or facets.constraints)
+        and in_question_form(message)
+        and not (asks_for_challenges(message) or requests_challenges(message))
+        and await readings.said_by_shown()
+    ):
+        # "망주머니는 다이소에서 팔아요?" after "채소는 속비닐 대신 망주머니에": a question of
+        # what it names of them, read as more by its meaning, answered from their text. (Read
+        # as an ordinary question, "데이터센터가 전기를 그렇게 많이 써요?" asks of its subject
+        # beyond them; read as off the topic, "스타벅스 텀블러 신상 언제 나와?" stays so.)
+        intent = Intent(IntentKind.AMONG)
     if (
         intent.kind is IntentKind.AMONG
         and not (facets.question or facets.among or facets.constraints)

@@ -184,6 +184,9 @@ class _Readings:
     async def unsaid_by_shown(self) -> bool:
         return await self.planner._unsaid_by_shown(self.message, self.query, self.state)
 
+    async def said_by_shown(self) -> bool:
+        return await self.planner._said_by_shown(self.message, self.query, self.state)
+
 
 class Planner:
     def __init__(
@@ -651,6 +654,14 @@ class Planner:
             return False
         shown = [hit.document for hit in await self._candidates.just_shown(query, state)]
         return bool(shown) and bool(self._subjects.unsaid(message, shown))
+
+    async def _said_by_shown(self, message: str, query: Query, state: SessionState) -> bool:
+        """Whether ``message`` names a subject one of the challenges just shown says (never
+        without the catalogue's subjects)."""
+        if self._subjects is None or not self._subjects.named_in(message):
+            return False
+        shown = [hit.document for hit in await self._candidates.just_shown(query, state)]
+        return bool(self._subjects.said_by(message, shown))
 
     def _saying(self, message: str, hits: tuple[Hit, ...]) -> Hit | None:
         """The first of ``hits`` whose text says every subject ``message`` names (the first

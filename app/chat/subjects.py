@@ -163,6 +163,15 @@ class Subjects:
             if not any(words.meets(word) or words.holds_a_part_of(word) for words in said)
         )
 
+    def said_by(self, message: str, documents: Iterable[Document]) -> tuple[str, ...]:
+        """The subjects ``message`` names (:meth:`named_in`) that one of ``documents`` says
+        (its title, keywords, text or asks): "망주머니" of "망주머니는 다이소에서 팔아요?"
+        after "채소는 속비닐 대신 망주머니에"."""
+        shown = _Words()
+        for document in documents:
+            shown.update(_said(document))
+        return tuple(word for word in self.named_in(message) if shown.meets(word))
+
     def fields_of(self, words: Iterable[str]) -> frozenset[Category]:
         """The fields whose challenges' keywords say one of ``words``."""
         return frozenset(

@@ -1004,6 +1004,8 @@ def test_a_clause_giving_a_reason_does_not_add_a_second_place(
         ("분야 바꿔서 추천해줘", True),
         ("새로운 분야로 넘어가죠", True),
         ("another category 보여줘", True),
+        ("완전 다른 걸로", True),
+        ("교통 얘기는 질렸고 전혀 상관없는 쪽으로", True),
         ("이 주제 좀 더 알려줘", False),
         ("다른 것도 있어?", False),  # more of the same field
     ],

@@ -74,6 +74,13 @@ def test_what_none_shown_nor_their_field_says_is_unsaid(subjects: Subjects) -> N
     assert subjects.unsaid("냉장고 플러그도 뽑아야 하나요?", energy, Category.ENERGY_SAVING) == ()
 
 
+def test_what_one_shown_says_is_said_by_them(subjects: Subjects) -> None:
+    documents = {document.id: document for document in load_corpus(CORPUS)}
+    net_bags = [documents["zw-048"]]  # "채소는 속비닐 대신 망주머니에"
+    assert subjects.said_by("망주머니는 다이소에서 팔아요?", net_bags) == ("망주머니는",)
+    assert subjects.said_by("화질 낮추면 탄소가 줄어?", net_bags) == ()
+
+
 @pytest.mark.anyio
 async def test_a_choice_among_is_about_something_else_when_none_shown_says_it(
     subjects: Subjects,
