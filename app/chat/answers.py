@@ -101,16 +101,23 @@ _WORTH = re.compile(
 
 
 #: What a question asks beyond its subject, and what a sentence must say to answer it: how
-#: often ("얼마나 자주 씻어야 돼?": "…마다", "매일", "두 번"), how long or when ("며칠", "언제":
-#: a time), how much ("몇 도", "얼마나 아껴져?": a number or a share), where ("어디서 사?": a
-#: place). A sentence near such a question in meaning is about its subject, not its answer:
-#: "텀블러는 얼마나 자주 씻어야 돼?" lay 0.91 from "코팅된 종이컵과 플라스틱 컵은 …", which says
-#: why a tumbler helps and nothing of washing it.
+#: often ("얼마나 자주 씻어야 돼?", "며칠에 한 번 …?": "…마다", "매일", "2주에 한 번"), how
+#: long or when ("며칠", "언제": a time), how much ("몇 도", "얼마나 아껴져?": a number or a
+#: share), where ("어디서 사?": a place); the first that a question asks is what it asks (its
+#: words are not read again for the next: "며칠에 한 번" asks how often, not how long). A
+#: sentence near such a question in meaning is about its subject, not its answer: "텀블러는
+#: 얼마나 자주 씻어야 돼?" lay 0.91 from "코팅된 종이컵과 플라스틱 컵은 …", which says why a
+#: tumbler helps and nothing of washing it.
+_PERIOD = r"(?:\d+\s*)?(?:하루|일주일|주일|주|달|개월|해|년|일|시간)"
 _ASPECTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
     (
-        re.compile(r"얼마나\s*자주|몇\s*(?:번|회)|주기"),
         re.compile(
-            r"마다|매(?:일|주|달|월|년|번)|\d+\s*(?:번|회)|(?:한|두|세|네)\s*번|주기|자주|수시로"
+            r"얼마나\s*자주|몇\s*(?:번|회)|주기|얼마\s*만에|한\s*번씩"
+            r"|(?:며칠|몇\s*(?:일|주|달|개월|해|년))\s*(?:에|마다)\s*(?:한\s*)?번"
+        ),
+        re.compile(
+            r"마다|매(?:일|주|달|월|년|번)|주기|자주|수시로|\d+\s*(?:번|회)"
+            rf"|{_PERIOD}\s*(?:에|에\s*한)?\s*(?:\d+|한|두|세|네)\s*(?:번|차례)"
         ),
     ),
     (
@@ -137,15 +144,25 @@ _ASPECTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
 )
 
 
+def _asked(question: str) -> list[re.Pattern[str]]:
+    """What a sentence must say for each aspect ``question`` asks, its words read once."""
+    wanted = []
+    for asks, says in _ASPECTS:
+        if asks.search(question):
+            wanted.append(says)
+            question = asks.sub(" ", question)
+    return wanted
+
+
 def asks_an_aspect(question: str) -> bool:
     """Whether ``question`` asks how often, how long, how much or where."""
-    return any(asks.search(question) for asks, _ in _ASPECTS)
+    return bool(_asked(question))
 
 
 def holds_what_is_asked(question: str, sentence: str) -> bool:
     """Whether ``sentence`` says what ``question`` asks beyond its subject (how often, how
     long, how much, where); a question asking none of these is held by any sentence."""
-    return all(says.search(sentence) for asks, says in _ASPECTS if asks.search(question))
+    return all(says.search(sentence) for says in _asked(question))
 
 
 #: A question what something is ("쿨맵시가 정확히 어떤 거야?", "제로웨이스트가 뭐예요?", "용기내

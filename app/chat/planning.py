@@ -149,6 +149,12 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
+#: How much nearer an example of a situation than any field's a first ask telling a shop in
+#: words ("꽃집을 운영하는데", "옷가게 사장인데") must lie to tell only that (cosines, the
+#: bundled embedder): such asks lay at -0.002 to 0.065 ("꽃집을 운영하는데 가게에서 실천할 만한
+#: 게 있을까요?" had gone to plogging by its meaning: "작업 차량 적재함 덮고 다니기"), one naming
+#: its subject at -0.060 ("식당 운영 중인데 음식물 쓰레기 줄이는 법 있을까요?").
+SHOP_MARGIN = -0.03
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,18 +451,26 @@ class Planner:
         salesperson's road). None for any other turn."""
         if self._asks_for_anything(message, intent, facets, state):
             situation, shop = Situation(CITY), False
-        elif not self._tells_only_a_situation(message, query, intent, facets, state):
+        elif not self._tells_only_a_situation(message, query, intent, facets, state, shop=shop):
             return None
         return await self._candidates.for_situation(query, state, constraints, situation, shop=shop)
 
     def _tells_only_a_situation(
-        self, message: str, query: Query, intent: Intent, facets: Facets, state: SessionState
+        self,
+        message: str,
+        query: Query,
+        intent: Intent,
+        facets: Facets,
+        state: SessionState,
+        *,
+        shop: bool = False,
     ) -> bool:
         """Whether a conversation's first ask tells where the user lives or works, or with
         whom, and asks for nothing else: no field by name or by what it is about ("전기세",
         "만들"), no question, and it lies nearer an example of a place, a company or a
         situation than any field's by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding: at
-        0.0, "탕비실에 종이컵이 …", "해변을 걷거든" and "환경 공부를 혼자" were read so)."""
+        0.0, "탕비실에 종이컵이 …", "해변을 걷거든" and "환경 공부를 혼자" were read so), or,
+        told a ``shop`` in words, by :data:`SHOP_MARGIN`."""
         if state.category is not None or query.vector is None:
             return False
         if intent.kind not in (IntentKind.SWITCH, IntentKind.ASK) or named_category(message):
@@ -467,7 +481,7 @@ class Planner:
             return False
         vector = query.vector
         nearer = self._facets.dense.nearest_told(vector) - self._intents.dense.nearest_topic(vector)
-        return nearer >= ONLY_CONSTRAINTS_MARGIN
+        return nearer >= (SHOP_MARGIN if shop else ONLY_CONSTRAINTS_MARGIN)
 
     def _asks_for_anything(
         self, message: str, intent: Intent, facets: Facets, state: SessionState

@@ -1258,7 +1258,10 @@ def test_work_told_as_an_offices_is_read_so(message: str, office: bool) -> None:
         ("바닷가 작은 동네에서 횟집을 하고 있어요. 장사하면서 할 만한 거", True),
         ("편의점 알바하는데 할만한거", True),
         ("우리 가게 손님들이랑 할 수 있는 거", True),
+        ("작은 옷가게 사장인데 뭐부터 하면 좋을까요", True),
+        ("치킨집 사장이에요", True),
         ("카페에서 음료 살 때 쓰레기가 많아", False),  # a shop visited, not kept
+        ("회사 사장님이 환경에 관심이 많아", False),  # the boss, not a shop
         ("제로웨이스트 가게에서 필요한 만큼 사기", False),
         ("회사에서 할 만한 거 있어?", False),
     ],
