@@ -465,6 +465,26 @@ async def test_a_question_of_how_often_or_where_is_answered_only_by_a_sentence_s
         assert answer["recommend"].startswith(sentences_of(first.body)[0]), answer["recommend"]
 
 
+@pytest.mark.parametrize(
+    ("session", "message", "served"),
+    [
+        ("c5l", "에어컨 필터는 얼마나 자주 청소해야 해요?", True),  # one challenge's asks say it
+        ("c5m", "오늘 주요 뉴스 요약해 줄래?", False),  # a request off the topic
+    ],
+)
+async def test_a_question_the_catalogue_holds_is_served_whatever_the_examples_vote(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    served: bool,
+) -> None:
+    # The examples' words (appliances, cleaning) had voted the filter question off the topic.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+    assert bool(answer["challenges"]) is served, answer["recommend"]
+
+
 async def test_going_back_to_the_start_answers_the_first_ask_again(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -44,6 +44,7 @@ __all__ = [
     "FacetReader",
     "FacetReaders",
     "Facets",
+    "asks_a_fact",
     "asks_for_challenges",
     "asks_if_doable",
     "asks_to_see_again",
@@ -517,7 +518,7 @@ _BETTER = re.compile(r"(?:게|것이|편이)\s*(?:더\s*)?(?:나을까|나아|�
 _WHICH = re.compile(r"뭐|뭘|무엇|어떤|어느")
 
 
-def _asks_a_fact(message: str) -> bool:
+def asks_a_fact(message: str) -> bool:
     """Whether ``message`` asks a question of fact (:data:`_ASKS_A_FACT`)."""
     better = _BETTER.search(message) is not None and not _WHICH.search(message)
     if not ((_ASKS_A_FACT.search(message) or better) and _ASKING.search(message)):
@@ -961,7 +962,7 @@ class FacetReaders:
             said.add(ANOTHER)
         if not _MONEY.search(message):  # before the question: "다 쓴 건전지 …" read as free
             said.discard(Constraint.FREE.value)
-        if _asks_a_fact(message) and not said & {AMONG, MORE, ANOTHER}:
+        if asks_a_fact(message) and not said & {AMONG, MORE, ANOTHER}:
             # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote; a constraint the
             # vote alone reads in it, in no words of its own, is its form's ("창문에 … 어떻게
             # 붙여?": home; "손으로 설거지하는 것보다 … 맞아?": easy), not a critique's.
