@@ -461,8 +461,8 @@ _BEGINNING = re.compile(r"처음\w*|해\s*보\w*|해보\w*|시작\w*|초보\w*|�
 
 #: Asking for another field, in words: another field, category or topic ("딴 분야 없어?",
 #: "다른카테고리", "새로운 분야로 넘어가죠"), something wholly other ("완전 다른 걸로"), or
-#: changing it ("분야 바꿔서"). The vote of the
-#: words misses those it has no example of; "다른 종류로" may mean more of the same field.
+#: changing it ("분야 바꿔서"). The vote of the words misses those it has no example of;
+#: "다른 종류로" may mean more of the same field.
 _ANOTHER = re.compile(
     r"(?:다른|딴|새로운|새)\s*(?:분야|카테고리|주제)"
     # wholly other ("완전 다른 걸로", "결이 완전 다른 걸로", "전혀 상관없는 쪽으로")
@@ -577,8 +577,8 @@ def says_an_office(message: str) -> bool:
 
 
 #: Work told as a shop's: one kept or run ("작은 카페를 하고 있는데", "식당 운영 중인데",
-#: "횟집 해요"), trade ("장사하면서"), "우리 가게", "사장", "옷가게 사장인데". Not a shop visited ("카페에서 음료
-#: 살 때", "제로웨이스트 가게에서 사기").
+#: "횟집 해요"), trade ("장사하면서"), "우리 가게", "사장", "옷가게 사장인데". Not a shop
+#: visited ("카페에서 음료 살 때", "제로웨이스트 가게에서 사기").
 _SHOP = re.compile(
     r"장사|사장님?(?![가-힣])|사장(?:인데|이에요|이고|입니다)|(?:우리|제|내)\s*(?:가게|매장|식당)"
     r"|(?:가게|매장|식당|카페|[가-힣]집)\s*사장"
@@ -965,7 +965,7 @@ class FacetReaders:
         if asks_a_fact(message) and not said & {AMONG, MORE, ANOTHER}:
             # "어떻게 빼?", "몇 분 지나면 …?", "정말 나아?", whatever the vote; a constraint the
             # vote alone reads in it, in no words of its own, is its form's ("창문에 … 어떻게
-            # 붙여?": home; "손으로 설거지하는 것보다 … 맞아?": easy), not a critique's.
+            # 붙여?", "꽁초는 집에 와서 어디다 비워요?": home), not a critique's.
             unsaid = _CONSTRAINTS - {c.value for c in cued(message)}
             if not said & _CONSTRAINTS - unsaid:
                 said = (said - unsaid) | {QUESTION}

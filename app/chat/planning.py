@@ -1002,6 +1002,8 @@ def _plain(
 
 
 def _category_of(pool: tuple[Hit, ...]) -> Category:
+    """The first candidate's category (the catalogue's first field with none: the store
+    failed, and the answer is the model's)."""
     return pool[0].document.category if pool else Category.ZERO_WASTE
 
 

@@ -165,7 +165,7 @@ class Subjects:
 
     def said_by(self, message: str, documents: Iterable[Document]) -> tuple[str, ...]:
         """The subjects ``message`` names (:meth:`named_in`) that one of ``documents`` says
-        (its title, keywords, text or asks): "망주머니" of "망주머니는 다이소에서 팔아요?"
+        (its title, keywords, text or asks): "망주머니는" of "망주머니는 다이소에서 팔아요?"
         after "채소는 속비닐 대신 망주머니에"."""
         shown = _Words()
         for document in documents:

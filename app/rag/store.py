@@ -264,8 +264,8 @@ class VectorStore(abc.ABC):
         scope: Scope = ANYWHERE,
         candidates: int = 30,
     ) -> list[SearchHit]:
-        """Hybrid (both given: RRF over ``candidates`` of each, at least ``limit``), dense-only or sparse-only
-        search within ``scope``; hits carry their payload and dense vector."""
+        """Hybrid (both given: RRF over ``candidates`` of each, ``limit`` at least), dense-only
+        or sparse-only search within ``scope``; hits carry their payload and dense vector."""
         queries: list[NearestQuery] = []
         if dense is not None:
             queries.append((DENSE, dense))
@@ -276,7 +276,7 @@ class VectorStore(abc.ABC):
         if limit <= 0:
             return []
         # Hybrid: RRF over ``candidates`` of each list, or over as many as asked for (a
-        # critique's 60 within a field had found only the union of the two lists' 30).
+        # critique's 36 within a field had found only the union of the two lists' 30: 33).
         keep = max(candidates, limit) if len(queries) == 2 else limit
         fetch = keep + _TIE_MARGIN
         lists = self._nearest(name, queries, fetch, scope)
