@@ -42,6 +42,7 @@ from difflib import SequenceMatcher
 import numpy as np
 import numpy.typing as npt
 
+from app.rag.corpus import Document
 from app.rag.retriever import Hit
 from app.rag.sparse import terms
 
@@ -59,6 +60,7 @@ __all__ = [
     "instruction",
     "named_in",
     "reason",
+    "says_what_is_asked_of",
     "sentences_of",
     "what_it_is",
 ]
@@ -163,6 +165,26 @@ def holds_what_is_asked(question: str, sentence: str) -> bool:
     """Whether ``sentence`` says what ``question`` asks beyond its subject (how often, how
     long, how much, where); a question asking none of these is held by any sentence."""
     return all(says.search(sentence) for says in _asked(question))
+
+
+#: What a question asks about, said before what it asks ("소독은 어떻게 하는 거예요?",
+#: "세척은 며칠에 한 번 해?", "필터를 왜 …"): a word of two syllables at least with its topic
+#: or object particle, right before the asking word.
+_ASKED_OF = re.compile(
+    r"(?P<thing>[가-힣]{2,})(?:은|는|을|를)\s*(?:정확히\s*|대체\s*)?(?:어떻게|어떡|왜|언제|어디|얼마|몇)"
+)
+
+
+def says_what_is_asked_of(question: str, document: Document) -> bool:
+    """Whether the challenge's record (title, keywords, text, asks) says the thing ``question``
+    asks about, when it says one (:data:`_ASKED_OF`): "생리컵 … 소독은 어떻게 하는 거예요?" is
+    not answered by a text that never says "소독" ("… 사이즈 안내를 참고해 …"); "소금기는
+    어떻게 빼?" is by one whose asks say "소금기"."""
+    asked = _ASKED_OF.search(question)
+    if asked is None:
+        return True
+    record = " ".join((document.title, *document.keywords, document.body, *document.asks))
+    return asked.group("thing") in record
 
 
 #: A question what something is ("쿨맵시가 정확히 어떤 거야?", "제로웨이스트가 뭐예요?", "용기내

@@ -49,6 +49,7 @@ from app.chat.answers import (
     instruction,
     named_in,
     reason,
+    says_what_is_asked_of,
     sentences_of,
     what_it_is,
 )
@@ -591,9 +592,17 @@ class Planner:
             # instructions), not why it helps ("깨끗하게 따로 모인 투명 페트병은 …").
             told = answered_by(message, found.hit, vector=query.vector, bank=self._sentences)
             found = told or found
-        if found is not None and found.sure and not holds_what_is_asked(message, found.sentence):
+        if (
+            found is not None
+            and found.sure
+            and not (
+                holds_what_is_asked(message, found.sentence)
+                and says_what_is_asked_of(message, found.hit.document)
+            )
+        ):
             # "텀블러는 얼마나 자주 씻어야 돼?": the tumbler's text says why it helps, not how
-            # often to wash it; offered as the closest it says, never as the answer.
+            # often to wash it; "생리컵 … 소독은 어떻게 …?": its text never says disinfecting.
+            # Offered as the closest it says, never as the answer.
             found = replace(found, sure=False)
         if found is not None:
             answer = found.hit.document.id

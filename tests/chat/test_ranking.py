@@ -355,6 +355,15 @@ def test_a_question_of_how_often_long_much_or_where_is_held_by_a_sentence_saying
     assert holds_what_is_asked(question, sentence) is held
 
 
+def test_a_text_that_never_says_what_a_question_asks_about_holds_no_answer_to_it() -> None:
+    from app.chat.answers import says_what_is_asked_of
+
+    cup = _hit("c", title="생리컵 써 보기", body="사이즈 안내를 참고해 몸에 맞는 것을 고르세요.")
+    assert not says_what_is_asked_of("생리컵 처음인데 소독은 어떻게 해요?", cup.document)
+    assert says_what_is_asked_of("사이즈는 어떻게 골라요?", cup.document)
+    assert says_what_is_asked_of("이거 정말 도움이 돼?", cup.document)  # asks of nothing named
+
+
 def test_a_sentence_near_in_meaning_that_says_nothing_of_what_is_asked_is_no_answer() -> None:
     """By meaning, the nearest sentence of the best candidate is the answer only when it says
     what a question of how often, how long, how much or where asks; the nearest that says it is,
