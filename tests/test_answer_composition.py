@@ -374,19 +374,26 @@ async def test_a_shop_told_alone_begins_with_a_shops_first_steps(
 
 @pytest.mark.parametrize(
     ("session", "message", "served"),
-    [("c5e", "대학생 추천좀", True), ("c5f", "맛집 추천좀", False)],
+    [
+        # "대학생 추천좀" had been refused as off the topic, as "맛집 추천좀" still is.
+        ("c5e", "대학생 추천좀", True),
+        ("c5f", "맛집 추천좀", False),
+        # The examples' words (appliances, cleaning) had voted the filter question off the
+        # topic; one challenge's asks say it. A request off the topic stays refused.
+        ("c5l", "에어컨 필터는 얼마나 자주 청소해야 해요?", True),
+        ("c5m", "오늘 주요 뉴스 요약해 줄래?", False),
+    ],
 )
-async def test_who_asks_for_something_is_served_and_an_ask_off_the_topic_is_not(
+async def test_an_ask_on_the_topic_is_served_whatever_the_examples_vote_and_one_off_it_is_not(
     http: httpx.AsyncClient,
     scripted: ScriptedUpstreamThread,
     session: str,
     message: str,
     served: bool,
 ) -> None:
-    # "대학생 추천좀" had been refused as off the topic, as "맛집 추천좀" still is.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
-    assert bool(answer["challenges"]) is served, answer
+    assert bool(answer["challenges"]) is served, answer["recommend"]
 
 
 @pytest.mark.parametrize(
@@ -463,26 +470,6 @@ async def test_a_question_of_how_often_or_where_is_answered_only_by_a_sentence_s
     if held:
         first = CATALOGUE[_titles(answer)[0]]
         assert answer["recommend"].startswith(sentences_of(first.body)[0]), answer["recommend"]
-
-
-@pytest.mark.parametrize(
-    ("session", "message", "served"),
-    [
-        ("c5l", "에어컨 필터는 얼마나 자주 청소해야 해요?", True),  # one challenge's asks say it
-        ("c5m", "오늘 주요 뉴스 요약해 줄래?", False),  # a request off the topic
-    ],
-)
-async def test_a_question_the_catalogue_holds_is_served_whatever_the_examples_vote(
-    http: httpx.AsyncClient,
-    scripted: ScriptedUpstreamThread,
-    session: str,
-    message: str,
-    served: bool,
-) -> None:
-    # The examples' words (appliances, cleaning) had voted the filter question off the topic.
-    scripted.set_scenario("ok", picks=[0, 1, 2])
-    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
-    assert bool(answer["challenges"]) is served, answer["recommend"]
 
 
 async def test_going_back_to_the_start_answers_the_first_ask_again(

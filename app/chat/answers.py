@@ -164,7 +164,12 @@ def asks_an_aspect(question: str) -> bool:
 def holds_what_is_asked(question: str, sentence: str) -> bool:
     """Whether ``sentence`` says what ``question`` asks beyond its subject (how often, how
     long, how much, where); a question asking none of these is held by any sentence."""
-    return all(says.search(sentence) for says in _asked(question))
+    return _says(_asked(question), sentence)
+
+
+def _says(asked: list[re.Pattern[str]], sentence: str) -> bool:
+    """Whether ``sentence`` says each thing ``asked`` (:func:`_asked`) of it."""
+    return all(says.search(sentence) for says in asked)
 
 
 #: What a question asks about, said before what it asks ("소독은 어떻게 하는 거예요?",
@@ -390,7 +395,7 @@ def _by_meaning(
     those just shown) that says it, when related ("어디다 버려야 해?": the battery text's
     "… 주민센터의 전용 수거함에 넣어 주세요.", not its nearer "… 선별장에서 불이 나는 …");
     else their nearest, offered as the closest (a looser match does not reorder the answer)."""
-    aspect = asks_an_aspect(question)
+    asked = _asked(question)  # read once, not for every sentence
     best: tuple[float, float, Hit, str] | None = None
     closest: tuple[float, Hit, str] | None = None
     saying: tuple[float, Hit, str] | None = None  # the nearest of closest_of saying the aspect
@@ -400,13 +405,13 @@ def _by_meaning(
             continue
         cosine = float(known @ vector)
         score = cosine - PLACE_COST * place
-        holds = holds_what_is_asked(question, sentence)
+        holds = _says(asked, sentence)
         if (best is None or score > best[0]) and holds:
             best = (score, cosine, hit, sentence)
         if hit.document.id in closest_of:
             if closest is None or cosine > closest[0]:
                 closest = (cosine, hit, sentence)
-            if aspect and holds and (saying is None or cosine > saying[0]):
+            if asked and holds and (saying is None or cosine > saying[0]):
                 saying = (cosine, hit, sentence)
     if best is not None and best[1] >= SURE:
         return Found(best[2], best[3])
@@ -421,6 +426,7 @@ def _by_words(question: str, candidates: list[tuple[int, Hit, str]]) -> Found | 
     asked = set(terms(question))
     if not asked or not candidates:
         return None
+    aspects = _asked(question)  # read once, not for every sentence
     found = [(place, hit, sentence, set(terms(sentence))) for place, hit, sentence in candidates]
     held: dict[str, int] = {}
     for *_, words in found:
@@ -433,10 +439,6 @@ def _by_words(question: str, candidates: list[tuple[int, Hit, str]]) -> Found | 
         topic = set(terms(hit.document.title))
         shared = sum(weight[w] * (TOPIC_WEIGHT if w in topic else 1) for w in words & asked)
         score = shared - PLACE_WEIGHT * place
-        if (
-            shared >= MIN_SHARED
-            and (best is None or score > best[0])
-            and holds_what_is_asked(question, sentence)
-        ):
+        if shared >= MIN_SHARED and (best is None or score > best[0]) and _says(aspects, sentence):
             best = (score, Found(hit, sentence))
     return best[1] if best else None

@@ -37,6 +37,7 @@ from app.rag.scope import Scope
 
 __all__ = [
     "BEST_FITTING_JOINED",
+    "FALLBACK_CATEGORY",
     "Candidates",
     "Query",
     "named_one",
@@ -46,7 +47,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)  # a proxy: app/tracing.py
 
-_FALLBACK_CATEGORY = Category.ZERO_WASTE
+#: The category of a turn with nothing to decide it (no category yet, nothing found).
+FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: How many of the challenges that fit a query best (app/chat/fit.py) join retrieval's
 #: candidates where it missed them (:meth:`Candidates.with_best_fitting`; 3 of 0, 3 and 6 on
 #: the fit bench's dev splits, bench/README.md "Eighth pass").
@@ -133,7 +135,7 @@ class Candidates:
         if category is None:
             # Nothing chosen yet: the closest document decides (the server's choice, not the
             # model's).
-            category = nearest[0].document.category if nearest else _FALLBACK_CATEGORY
+            category = nearest[0].document.category if nearest else FALLBACK_CATEGORY
         # A critique in the same field asks for new ones ("더 쉬운 거", "돈 안 드는 거").
         critique = bool(constraints) and bool(state.turns) and category is state.category
         more = kind is IntentKind.MORE or (critique and kind is IntentKind.ASK)

@@ -53,7 +53,7 @@ from app.chat.answers import (
     sentences_of,
     what_it_is,
 )
-from app.chat.candidates import Candidates, Query, named_one, starter_query
+from app.chat.candidates import FALLBACK_CATEGORY, Candidates, Query, named_one, starter_query
 from app.chat.constraints import (
     Constraint,
     FacetReaders,
@@ -355,7 +355,8 @@ class Planner:
         classics: tuple[str, ...] = ()
         if again is not None:
             pool = await self._candidates.these(search, again.shown)
-            category = again.category or state.category or _category_of(pool)
+            first = pool[0].document.category if pool else FALLBACK_CATEGORY
+            category = again.category or state.category or first
         elif situated is not None:
             category, pool, classics = situated  # what is named for it first, in its order
         else:
@@ -663,7 +664,7 @@ class Planner:
             return False, None
 
         async def shown() -> list[Document]:
-            return [hit.document for hit in await self._candidates.just_shown(query, state)]
+            return await self._shown_documents(query, state)
 
         def fitting() -> list[Category] | None:
             return self._fitting_fields(query)
@@ -675,7 +676,7 @@ class Planner:
         without the catalogue's subjects)."""
         if self._subjects is None or not self._subjects.named_in(message):
             return False
-        shown = [hit.document for hit in await self._candidates.just_shown(query, state)]
+        shown = await self._shown_documents(query, state)
         return bool(shown) and bool(self._subjects.unsaid(message, shown))
 
     async def _said_by_shown(self, message: str, query: Query, state: SessionState) -> bool:
@@ -683,8 +684,11 @@ class Planner:
         without the catalogue's subjects)."""
         if self._subjects is None or not self._subjects.named_in(message):
             return False
-        shown = [hit.document for hit in await self._candidates.just_shown(query, state)]
-        return bool(self._subjects.said_by(message, shown))
+        return bool(self._subjects.said_by(message, await self._shown_documents(query, state)))
+
+    async def _shown_documents(self, query: Query, state: SessionState) -> list[Document]:
+        """The challenges the turn before showed, as documents (from the store)."""
+        return [hit.document for hit in await self._candidates.just_shown(query, state)]
 
     def _saying(self, message: str, hits: tuple[Hit, ...]) -> Hit | None:
         """The first of ``hits`` whose text says every subject ``message`` names (the first
@@ -1008,12 +1012,6 @@ def _plain(
         and not facets.question
         and not facets.among
     )
-
-
-def _category_of(pool: tuple[Hit, ...]) -> Category:
-    """The first candidate's category (the catalogue's first field with none: the store
-    failed, and the answer is the model's)."""
-    return pool[0].document.category if pool else Category.ZERO_WASTE
 
 
 def _first_answer(state: SessionState) -> Turn | None:

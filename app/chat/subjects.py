@@ -153,10 +153,7 @@ class Subjects:
         낮추면 탄소가 줄어?" after air-conditioning tips ("장갑" after plogging ones is said by
         other plogging challenges: a question of them). A compound says its parts: "목장갑이면"
         is said where "장갑을" is."""
-        shown = _Words()
-        for document in documents:
-            shown.update(_said(document))
-        said = [shown, *((self._said_in[field],) if field in self._said_in else ())]
+        said = [_words_of(documents), *((self._said_in[field],) if field in self._said_in else ())]
         return tuple(
             word
             for word in self.named_in(message)
@@ -167,9 +164,7 @@ class Subjects:
         """The subjects ``message`` names (:meth:`named_in`) that one of ``documents`` says
         (its title, keywords, text or asks): "망주머니는" of "망주머니는 다이소에서 팔아요?"
         after "채소는 속비닐 대신 망주머니에"."""
-        shown = _Words()
-        for document in documents:
-            shown.update(_said(document))
+        shown = _words_of(documents)
         return tuple(word for word in self.named_in(message) if shown.meets(word))
 
     def fields_of(self, words: Iterable[str]) -> frozenset[Category]:
@@ -180,6 +175,14 @@ class Subjects:
             for known in self._about.met_by(word)
             for field in self._fields[known]
         )
+
+
+def _words_of(documents: Iterable[Document]) -> _Words:
+    """Every word the ``documents`` say (:func:`_said`)."""
+    words = _Words()
+    for document in documents:
+        words.update(_said(document))
+    return words
 
 
 def _said(document: Document) -> set[str]:
