@@ -520,6 +520,23 @@ async def test_a_question_of_what_one_shown_names_is_about_it_not_a_request_for_
     assert set(_titles(asked)) <= set(_titles(opened)), "about what was shown: nothing new"
 
 
+async def test_not_this_one_is_another_of_its_field_not_another_field(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "이거 말고" lay nearest "이 주제 말고" and had gone to another field (upcycling's
+    # business cards after the seaside's plogging); SPEC: "그거 말고 딴 거" is more of it.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = "c5n"
+    opened = _answer(
+        await read_stream(
+            http, FREE, {"sessionId": session, "message": "바닷가 근처 살아요 뭐 해볼까요"}
+        )
+    )
+    other = _answer(await read_stream(http, FREE, {"sessionId": session, "message": "이거 말고"}))
+    assert {c["category"] for c in other["challenges"]} == {opened["challenges"][0]["category"]}
+    assert not set(_titles(other)) & set(_titles(opened)), _titles(other)
+
+
 async def test_more_of_it_is_more_of_what_was_asked(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -65,6 +65,7 @@ __all__ = [
     "says_a_shop",
     "says_an_office",
     "says_that_one",
+    "sets_aside_the_one_shown",
     "tells_who",
     "toward",
     "wanting",
@@ -390,6 +391,15 @@ _AGAIN = re.compile(r"다시|또\s*(?:보여|알려)")
 def asks_to_see_again(message: str) -> bool:
     """Whether ``message`` asks to be shown the first answer's challenges again."""
     return _THE_FIRST_ONES.search(message) is not None and _AGAIN.search(message) is not None
+
+
+#: Setting aside the one just shown ("이거 말고", "그건 빼고", "그거 말구 딴 거").
+_NOT_THIS_ONE = re.compile(r"(?:이|그|저)(?:거|것|건)\s*(?:말고|말구|빼고)")
+
+
+def sets_aside_the_one_shown(message: str) -> bool:
+    """Whether ``message`` sets aside what was just shown by pointing at it ("이거 말고")."""
+    return _NOT_THIS_ONE.search(message) is not None
 
 
 def says_that_one(message: str) -> bool:

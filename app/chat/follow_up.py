@@ -31,6 +31,7 @@ from app.chat.constraints import (
     points_back,
     requests_challenges,
     says_that_one,
+    sets_aside_the_one_shown,
     tells_who,
 )
 from app.chat.fit import FitBank
@@ -90,7 +91,9 @@ _MAY_GO_ELSEWHERE = (IntentKind.MORE, IntentKind.ASK, IntentKind.ANOTHER, Intent
 _KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
 
-def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
+def with_facets(
+    intent: Intent, facets: Facets, state: SessionState, *, sets_aside: bool = False
+) -> Intent:
     """The intent, read again with the facets: a choice among the challenges just shown ("그
     중에 돈 안 드는 거") is "among", and another field asked for with a critique ("아예 다른
     분야로, 사무실에서 할 수 있는 거") is "another", whatever single label the intent step gave
@@ -99,7 +102,8 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     critique read as about what was shown that points at nothing shown asks for new ones. A
     choice among what was just shown is never refused as off-topic ("그 중에 오늘 회의부터
     써먹을 수 있는 건?"); a constraint alone does not make a message on-topic ("오늘 주식 뭐
-    살까" reads as one about money)."""
+    살까" reads as one about money). One that ``sets_aside`` the one just shown ("이거
+    말고") with no word of another field asks for more of its field."""
     kind = intent.kind
     # A pointer into what was shown outweighs another field read by the whole's meaning
     # alone ("거기 있는 것들 중에 팀 전체가 같이 바꿔야 의미 있는 건 뭐야?": "바꿔야"), not
@@ -108,6 +112,11 @@ def with_facets(intent: Intent, facets: Facets, state: SessionState) -> Intent:
     pointed = kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC) or voted_away
     if facets.among and state.last_shown and pointed:
         return Intent(IntentKind.AMONG)
+    if voted_away and state.last_shown and not facets.constraints and sets_aside:
+        # "이거 말고": not this one, and no word of another field ("이거 말고 딴 분야"): more
+        # of its field (SPEC: "그거 말고 딴 거"), not the field left (it lay nearest "이 주제
+        # 말고").
+        return Intent(IntentKind.MORE)
     unpointed = kind is IntentKind.AMONG and not facets.among
     if facets.another and state.turns and (kind in _MAY_BE_AMONG or unpointed):
         return Intent(IntentKind.ANOTHER)
@@ -551,7 +560,7 @@ async def in_conversation(
     best-fitting challenges lie in another field (:func:`asked_elsewhere`), and a first ask
     refused that says who asks (:func:`asked_as_who_one_is`); and the facets, a question of
     what was shown said to be one."""
-    intent = with_facets(intent, facets, state)
+    intent = with_facets(intent, facets, state, sets_aside=sets_aside_the_one_shown(message))
     # Where it says it turns ("이번엔 먹는 거 쪽으로", "회사 쪽으로는 뭐 있어?").
     turns_to = await readings.turns_to()
     intent = in_its_field(

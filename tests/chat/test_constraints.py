@@ -30,6 +30,7 @@ from app.chat.constraints import (
     satisfies,
     says_a_shop,
     says_an_office,
+    sets_aside_the_one_shown,
     tells_who,
     toward,
     wanting,
@@ -1311,3 +1312,17 @@ def test_a_first_ask_refused_that_says_who_asks_is_served_as_asking_for_anything
 )
 def test_the_first_ones_asked_for_again(message: str, again: bool) -> None:
     assert asks_to_see_again(message) is again
+
+
+@pytest.mark.parametrize(
+    ("message", "aside"),
+    [
+        ("이거 말고", True),
+        ("그건 빼고 딴 거", True),
+        ("그거 말구", True),
+        ("이 주제 말고", False),  # the field, not the one shown
+        ("플로깅 말고 다른 거", False),
+    ],
+)
+def test_setting_aside_the_one_shown(message: str, aside: bool) -> None:
+    assert sets_aside_the_one_shown(message) is aside
