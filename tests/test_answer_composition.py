@@ -181,6 +181,41 @@ async def test_a_critique_nothing_new_in_the_field_meets_stays_in_the_field_and_
     assert "찾지 못했어요" in answer["recommend"], answer["recommend"]
 
 
+async def test_a_critique_another_field_meets_nearer_goes_there_and_says_why(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # A family's plogging, then indoors: plogging has nothing left done at home with a family,
+    # and a challenge of another field that is lies nearer the ask than any plogging one left.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c9a"}
+    first = {**session, "message": "주말에 초등학생 아들이랑 같이 할 만한 환경 활동 뭐 있을까?"}
+    assert {c["category"] for c in _answer(await read_stream(http, FREE, first))["challenges"]} == {
+        "PLOGGING"
+    }
+    indoors = {**session, "message": "비 오면 못 나가니까 집 안에서 할 수 있는 걸로도 알려 줘"}
+    answer = _answer(await read_stream(http, FREE, indoors))
+    assert answer["challenges"]
+    assert "PLOGGING" not in {c["category"] for c in answer["challenges"]}
+    for title in _titles(answer):
+        traits = CATALOGUE[title].traits
+        assert traits is not None and "home" in traits.places and "family" in traits.company
+    assert answer["recommend"].startswith("플로깅 챌린지에는 "), answer["recommend"]
+
+
+async def test_a_critique_saying_only_where_it_is_done_stays_in_its_field(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read whole, "외근 다니는 길에" is plogging's "외근길 틈새 플로깅": it says where, not what.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c9b"}
+    base = {**session, "location": "도시", "workType": "영업직", "category": "MEDIA"}
+    first = _titles(_answer(await read_stream(http, BASE, base)))
+    on_the_way = {**session, "message": "외근 다니는 길에 틈틈이 할 수 있는 걸로"}
+    answer = _answer(await read_stream(http, FREE, on_the_way))
+    assert answer["challenges"] and not set(_titles(answer)) & set(first)
+    assert {c["category"] for c in answer["challenges"]} == {"MEDIA"}
+
+
 async def test_a_field_said_in_the_users_words_is_gone_to_and_a_place_so_said_is_not(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -177,7 +177,9 @@ class Candidates:
         (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
         first that holds any). A scope without a category (``more``, when the category has no
         new challenge fitting the situation left, whatever the constraints) moves the answer to
-        its best hit's category."""
+        its best hit's category; so does a critique that nothing new in the category satisfies,
+        when another field's challenge that does lies nearer the ask than any the category has
+        left (:func:`_nearer_than_the_field`)."""
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
         first: tuple[Category, tuple[Hit, ...]] | None = None
@@ -189,11 +191,6 @@ class Candidates:
                 # "More" shows nothing again while anything new is left: the nearest new one
                 # (and the answer says none fits) rather than one shown before that fits.
                 break
-            if first is not None and scope.category is None:
-                # Nor does it leave the field while the field has new ones: "집 안에서 할 수
-                # 있는 걸로" after a family's culture picks is answered in culture, with the
-                # nearest and the answer saying none fits, not with a heating tip that does.
-                continue
             if first is not None and situated and not (scope.location and scope.work_type):
                 # Every challenge fits base-info's location and work type (SPEC): a scope
                 # that relaxes them is for a situation that holds nothing at all, not for a
@@ -208,7 +205,10 @@ class Candidates:
             found = category
             if scope.category is None:
                 if constraints:  # the best hit that satisfies them decides the category
-                    hits = rank(hits, constraints=constraints).hits
+                    ranked = rank(hits, constraints=constraints).hits
+                    if first is not None and not _nearer_than_the_field(ranked[0], hits, category):
+                        break
+                    hits = ranked
                 found = hits[0].document.category
                 hits = tuple(h for h in hits if h.document.category is found)
             if not constraints or not rank(hits, constraints=constraints).unmet:
@@ -358,6 +358,20 @@ class Candidates:
                 log.warning("retrieval failed; answering without candidates", exc_info=True)
                 return None
         return tuple(hits)
+
+
+def _nearer_than_the_field(best: Hit, hits: tuple[Hit, ...], category: Category) -> bool:
+    """Whether ``best`` (of another field, satisfying what the field left nothing to
+    satisfy) lies nearer the ask, in one search of every field, than anything ``category`` has
+    left: "집 안에서 할 수 있는 걸로" after a family's plogging finds "아이와 환경 그림책 읽기"
+    ahead of every plogging one left; after a family's culture picks, the nearest at home
+    with a family lay behind ten culture ones, and the answer stays in culture."""
+    for hit in hits:
+        if hit is best:
+            return True
+        if hit.document.category is category:
+            return False
+    return False
 
 
 def _scopes(

@@ -141,6 +141,7 @@ def in_its_field(
     state: SessionState,
     *,
     nearer_a_constraint: bool,
+    says_only_constraints: bool = False,
     leaves_aside: bool = False,
     turns_to_a_place: bool = False,
     compares: bool = False,
@@ -149,7 +150,10 @@ def in_its_field(
     it says nothing but its constraints, or asks for more in words ("다른 거", "또"): "애들도
     같이 할 수 있는 걸로 부탁해" after plogging, "출퇴근하면서 할 수 있는 걸로 다른 거 없을까요?"
     after a phone's carbon. ``nearer_a_constraint``: it names no field and lies nearer an
-    example of a constraint than any field's by :data:`ONLY_CONSTRAINTS_MARGIN`. One that
+    example of a constraint than any field's by :data:`ONLY_CONSTRAINTS_MARGIN`;
+    ``says_only_constraints``: it asks for challenges and names no field and no subject but
+    the words of its constraints ("외근 다니는 길에 틈틈이 할 수 있는 걸로" after culture picks had gone to
+    plogging's "외근길 틈새 플로깅" by its meaning). One that
     says another field ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"), or leaves its topic aside
     (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there.
     ``turns_to_a_place``: it says it turns to a place or company ("회사 쪽으로는 뭐 있어?":
@@ -164,7 +168,7 @@ def in_its_field(
             return Intent(IntentKind.ASK)
     if (
         intent.kind is IntentKind.SWITCH
-        and (nearer_a_constraint or facets.more or compares)
+        and (nearer_a_constraint or says_only_constraints or facets.more or compares)
         and not leaves_aside
         and facets.constraints
         and not facets.another
@@ -509,6 +513,12 @@ class Readings(Protocol):
         :data:`ONLY_CONSTRAINTS_MARGIN` (asked for a switch read by meaning only)."""
         ...
 
+    def says_only_constraints(self) -> bool:
+        """Whether it names no field, in name or matter, and no subject but the words of its
+        constraints (app/chat/subjects.py ``beyond_constraints``; asked for a switch read by
+        meaning only)."""
+        ...
+
     def shown_fit(self) -> float | None:
         """:meth:`app.chat.fit.FitBank.nearer_shown` for a message naming no field (asked of
         a switch, and of one asking whether it can be done); None without its embedding or
@@ -568,6 +578,9 @@ async def in_conversation(
         facets,
         state,
         nearer_a_constraint=intent.kind is IntentKind.SWITCH and readings.nearer_a_constraint(),
+        says_only_constraints=intent.kind is IntentKind.SWITCH
+        and asks_for_challenges(message)
+        and readings.says_only_constraints(),
         leaves_aside=leaves_aside,
         turns_to_a_place=turns_to is not None and turns_to.kind is IntentKind.ASK,
         compares=compares_with_shown(message),

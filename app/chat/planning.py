@@ -174,6 +174,9 @@ class _Readings:
     def nearer_a_constraint(self) -> bool:
         return self.planner._nearer_a_constraint(self.message, self.query)
 
+    def says_only_constraints(self) -> bool:
+        return self.planner._says_only_constraints(self.message)
+
     def shown_fit(self) -> float | None:
         return self.planner._shown_fit(self.message, self.query, self.state)
 
@@ -726,6 +729,17 @@ class Planner:
             vector
         )
         return nearer >= ONLY_CONSTRAINTS_MARGIN
+
+    def _says_only_constraints(self, message: str) -> bool:
+        """Whether ``message`` names no field, in name or matter, and no subject but the words
+        of its constraints. Never without the catalogue's subjects."""
+        subjects = self._subjects
+        return (
+            subjects is not None
+            and named_category(message) is None
+            and not names_a_field(message)
+            and not subjects.beyond_constraints(message)
+        )
 
     def _best_fit(self, query: Query | None) -> Category | None:
         """The category of the challenge that fits the query's words best (None without its

@@ -166,6 +166,13 @@ def _first_sentence(opening: Opening, variant: int) -> str:
         if wanted:
             return f"앞서 보여 드린 것 가운데 {wanted} 것은 {_josa(lead, '이에요', '예요')}."
         return f"앞서 보여 드린 챌린지 가운데 말씀하신 것에 가장 가까운 건 {_josa(lead, '이에요', '예요')}."
+    moved = opening.previous_category
+    if wanted and kind in ("ask", "more") and moved is not None and moved is not opening.category:
+        # Its field had nothing left that satisfies the critique, another field did.
+        return (
+            f"{moved.label} 챌린지에는 {wanted} 것이 더 없어서, {label} 챌린지 가운데 "
+            f"{_josa(lead, '을', '를')} 골라 봤어요."
+        )
     options: tuple[str, ...]
     if wanted:  # five ways: asks telling one situation alike ("아이랑", "애들이랑") share a lead
         options = (
@@ -177,7 +184,6 @@ def _first_sentence(opening: Opening, variant: int) -> str:
         )
         return options[variant % len(options)]
     if kind == "more":
-        moved = opening.previous_category
         if moved is not None and moved is not opening.category:
             return (
                 f"{moved.label} 챌린지는 상황에 맞는 것을 모두 보여 드려서, 이번에는 {label} "

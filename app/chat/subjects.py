@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.chat.constraints import field_blanked
+from app.chat.constraints import cued, field_blanked
 from app.domain.categories import Category
 from app.rag.corpus import Document
 
@@ -144,6 +144,12 @@ class Subjects:
             and not _PARTICLE.fullmatch(word)
             and self._about.meets(word)
         )
+
+    def beyond_constraints(self, message: str) -> tuple[str, ...]:
+        """The subjects ``message`` names (:meth:`named_in`) that are not the words of a
+        constraint it says (app/chat/constraints.py ``cued``): "외근" and "지하철" say where
+        one is, not what a challenge is about."""
+        return tuple(word for word in self.named_in(message) if not cued(word))
 
     def unsaid(
         self, message: str, documents: Iterable[Document], field: Category | None = None

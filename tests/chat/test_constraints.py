@@ -282,6 +282,12 @@ def test_a_critique_read_as_another_field_stays_when_it_says_only_its_constraint
     assert in_its_field(elsewhere, family, fresh, nearer_a_constraint=True) == elsewhere
     more = Intent(IntentKind.MORE)
     assert in_its_field(more, family, shown, nearer_a_constraint=True) == more
+    # Its words name nothing but its constraints ("외근 다니는 길에 틈틈이 할 수 있는 걸로"),
+    # whatever its meaning lies nearest: it stays.
+    said = in_its_field(
+        elsewhere, family, shown, nearer_a_constraint=False, says_only_constraints=True
+    )
+    assert said == stays
 
 
 @pytest.mark.parametrize(

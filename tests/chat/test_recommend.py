@@ -145,6 +145,33 @@ def test_more_that_left_its_category_says_so() -> None:
     assert "비건" in text and "플로깅" in text
 
 
+def test_a_critique_answered_in_another_field_says_its_own_had_none() -> None:
+    text = compose_recommend(
+        Opening(
+            Category.MEDIA,
+            "ask",
+            previous_category=Category.PLOGGING,
+            lead="아이와 환경 그림책 읽기",
+            constraints=(Constraint.HOME, Constraint.FAMILY),
+        )
+    )
+    assert text.startswith(
+        "플로깅 챌린지에는 집에서 할 수 있고 가족과 함께 할 수 있는 것이 더 없어서"
+    )
+    assert "문화 공유" in text and ends_whole(text)
+    # Its own field: the usual opening.
+    kept = compose_recommend(
+        Opening(
+            Category.MEDIA,
+            "ask",
+            previous_category=Category.MEDIA,
+            lead="아이와 환경 그림책 읽기",
+            constraints=(Constraint.HOME,),
+        )
+    )
+    assert "더 없어서" not in kept
+
+
 def test_korean_particles_follow_the_last_syllable() -> None:
     with_final = compose_recommend(Opening(Category.VEGAN, "another", lead="두부 반찬"))
     without = compose_recommend(Opening(Category.VEGAN, "another", lead="채식 도시락 싸기"))

@@ -62,3 +62,21 @@ def test_back_to_the_start_searches_with_the_topic_the_conversation_began_with()
     alone = SessionState("s", base_category=Category.DIGITAL_CARBON, category=Category.VEGAN)
     topic, _ = _subject("처음 얘기로 돌아가자", Query("처음 얘기로"), back, alone, critique=False)
     assert topic == "처음 얘기로 돌아가자"
+
+
+def test_a_critique_leaves_its_field_only_for_one_nearer_than_anything_left_there() -> None:
+    """``candidates._nearer_than_the_field``: in one search of every field, the best of
+    another field that satisfies the critique must come before any of its own field left."""
+    from app.chat.candidates import _nearer_than_the_field
+    from app.rag.corpus import load_corpus
+    from app.rag.retriever import Hit
+    from tests.support.store import CORPUS
+
+    documents = {document.id: document for document in load_corpus(CORPUS)}
+    picture_book, plogging, heating = (
+        Hit(documents[i], 0.5) for i in ("md-010", "pl-030", "es-040")
+    )
+    assert _nearer_than_the_field(
+        picture_book, (heating, picture_book, plogging), Category.PLOGGING
+    )
+    assert not _nearer_than_the_field(heating, (plogging, heating), Category.PLOGGING)

@@ -81,6 +81,13 @@ def test_what_one_shown_says_is_said_by_them(subjects: Subjects) -> None:
     assert subjects.said_by("화질 낮추면 탄소가 줄어?", net_bags) == ()
 
 
+def test_the_words_of_a_constraint_are_no_subject_beyond_it(subjects: Subjects) -> None:
+    # "외근", "출퇴근", "지하철" say where one is (app/chat/constraints.py ``cued``).
+    assert subjects.beyond_constraints("외근 다니는 길에 틈틈이 할 수 있는 걸로") == ()
+    assert subjects.beyond_constraints("출퇴근 지하철 안에서 틈틈이 할 수 있는 건 없어?") == ()
+    assert subjects.beyond_constraints("상자 말고도 집에서 혼자 만들 만한 거 있을까?") == ("상자",)
+
+
 @pytest.mark.anyio
 async def test_a_choice_among_is_about_something_else_when_none_shown_says_it(
     subjects: Subjects,
