@@ -559,7 +559,8 @@ _CUES = {
     Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무|가게(?!\s*(?:되|돼))|매장"
     r"|탕비실",
     Constraint.OUTSIDE: r"밖에서|밖으로|바깥|야외|공원|산책",
-    Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
+    Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행|나들이"
+    r"|놀러\s*(?:가|갈|간|다니|나가)"
     r"|외근|비행기|기차",
     Constraint.ALONE: r"혼자|(?<![가-힣])나만(?!의)|자취",
     Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|(?<![가-힣])애(?:가|\s*(?:둘|셋|키우))"
@@ -910,13 +911,18 @@ class FacetReaders:
         있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
         kinds = (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,))
         voted = [kind for kind in kinds if said & set(kind)]
+        words = cued(message)
+        unsaid = said - {c.value for c in words}
         weighed = {
             c: at
-            for c, at in cued(message).items()
+            for c, at in words.items()
             if max(vote[c.value] for vote in votes) >= CUE_FLOOR
             # A critique the vote reads one constraint in says a second of another kind in
             # words the vote drowns ("혼자서 부담없이", "출장 다닐 때 … 간단하게": ease 0.0-0.05).
             or (voted and not any(c.value in kind for kind in voted))
+            # The vote reads a place no word says, the words another ("어디 놀러 갈 때 해 볼
+            # 만한 건": at home, by the vote).
+            or (c.value in PLACES and bool(unsaid & set(PLACES)))
         }
         said = set(said)
         for kind in kinds:

@@ -1185,6 +1185,12 @@ def test_a_constraint_beside_a_fields_name_is_read(
             {Constraint.COWORKERS, Constraint.EASY},
             set(),
         ),
+        # The vote reads a place no word says (home); the words say going out.
+        (
+            "주말에 식구들 데리고 어디 놀러 갈 때 해 볼 만한 건 없어?",
+            {Constraint.FAMILY, Constraint.MOVING},
+            {Constraint.HOME},
+        ),
     ],
 )
 def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
@@ -1208,6 +1214,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("딸기 농사 짓는데 녹차로 바꾸면", {}),  # a strawberry, a tea: no daughter, no car
         ("나만의 텀블러 꾸미기", {}),
         ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
+        ("주말 나들이 갈 때", {Constraint.MOVING: 6}),
+        ("애들이랑 놀러 갈 때", {Constraint.FAMILY: 2, Constraint.MOVING: 9}),
         ("아이폰 사진 정리", {}),
         ("애가 둘이라 그런지", {Constraint.FAMILY: 2}),  # a child, not "애매하다"
         ("좀 애매한데", {}),
