@@ -143,6 +143,16 @@ _ASPECTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
             r"|카페|함에|장소|창구|구청|시청|주민센터|온라인|중고"
         ),
     ),
+    (  # what to mind: "주의할 점 있을까요?", "조심할 거 있어?", "위험하진 않아?"
+        re.compile(
+            r"주의(?:할|해야|\s*(?:점|사항))|조심(?:할|해야)|유의(?:할|해야|\s*(?:점|사항))"
+            r"|위험(?:하진|하지\s*않|할까|한가)"
+        ),
+        re.compile(
+            r"하니(?![가-힣])|않도록|마세요|피하|주의|조심|안전|안심|위험|손상|부식|망가|다치|화상"
+            r"|상하지|휘게"
+        ),
+    ),
 )
 
 
@@ -157,13 +167,14 @@ def _asked(question: str) -> list[re.Pattern[str]]:
 
 
 def asks_an_aspect(question: str) -> bool:
-    """Whether ``question`` asks how often, how long, how much or where."""
+    """Whether ``question`` asks how often, how long, how much, where or what to mind."""
     return bool(_asked(question))
 
 
 def holds_what_is_asked(question: str, sentence: str) -> bool:
     """Whether ``sentence`` says what ``question`` asks beyond its subject (how often, how
-    long, how much, where); a question asking none of these is held by any sentence."""
+    long, how much, where, what to mind); a question asking none of these is held by any
+    sentence."""
     return _says(_asked(question), sentence)
 
 
@@ -391,7 +402,7 @@ def _by_meaning(
 ) -> Found | None:
     """The nearest sentence of any candidate that says what is asked (:func:`holds_what_is_
     asked`) when it is the answer; else, for a question asking how often, how long, how much
-    or where, the nearest sentence of the challenges ``closest_of`` (the best candidate, and
+    where or what to mind, the nearest sentence of the challenges ``closest_of`` (the best candidate, and
     those just shown) that says it, when related ("어디다 버려야 해?": the battery text's
     "… 주민센터의 전용 수거함에 넣어 주세요.", not its nearer "… 선별장에서 불이 나는 …");
     else their nearest, offered as the closest (a looser match does not reorder the answer)."""

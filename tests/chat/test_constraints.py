@@ -884,6 +884,8 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
         ("종이 영수증 대신 모바일로 받는 게 더 나을까?", True),  # whether one way is better
         ("화면 밝기 낮추면 배터리가 덜 닳아?", True),
         ("갯벌에서 쓰레기 주울 때 조심할 게 뭐야?", True),
+        ("온수매트 밤새 틀어도 괜찮아? 조심할 거 있어?", True),  # what to mind, not challenges
+        ("실외기 씻을 때 주의할 점 있을까요?", True),
         ("동네 마트에 리필 코너가 있는지 미리 알 수 있어?", True),
         ("주말에 뭘 하는 게 좋을까?", False),  # which to do: asks for challenges
         ("환경에 도움 되는 거 있을까?", False),  # asks for challenges

@@ -342,12 +342,24 @@ def test_a_text_known_to_answer_a_question_answers_it_plainly() -> None:
         ("에어컨 몇 도로 맞춰?", "여름에는 26℃ 안팎으로 맞춰 보세요.", True),
         ("건전지 어디다 버려야 해?", "불이 나는 원인이 되기도 합니다.", False),
         ("건전지 어디다 버려야 해?", "주민센터의 전용 수거함에 넣어 주세요.", True),
+        # What to mind: a sentence warning of something.
+        (
+            "실외기 물로 씻을 때 주의할 점 있을까요?",
+            "전원을 끄고 약한 물줄기로 씻어 내 보세요.",
+            False,
+        ),
+        (
+            "실외기 물로 씻을 때 주의할 점 있을까요?",
+            "고압 세척은 얇은 핀을 휘게 하니 호스를 쓰세요.",
+            True,
+        ),
+        ("밤새 틀어도 조심할 거 있어?", "몸이 닿는 곳만 데우면 에너지가 적게 듭니다.", False),
         # Asking none of these, any sentence may hold it (its meaning decides).
         ("에어컨 자주 껐다 켜면 전기 더 먹는다던데 진짜야?", "한 문장입니다.", True),
         ("전기 아끼려면 어디서부터 시작해?", "한 문장입니다.", True),
     ],
 )
-def test_a_question_of_how_often_long_much_or_where_is_held_by_a_sentence_saying_it(
+def test_a_question_of_how_often_long_much_where_or_what_to_mind_is_held_by_a_sentence_saying_it(
     question: str, sentence: str, held: bool
 ) -> None:
     from app.chat.answers import holds_what_is_asked
