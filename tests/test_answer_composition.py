@@ -216,6 +216,23 @@ async def test_a_critique_saying_only_where_it_is_done_stays_in_its_field(
     assert {c["category"] for c in answer["challenges"]} == {"MEDIA"}
 
 
+async def test_more_after_an_ask_naming_its_field_and_a_subject_is_more_of_that_subject(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The ask was searched by its subject (protein), not by its field's name (채식): so is more
+    # of it (by the whole, "주 1회 채식하기" came first).
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c9c"}
+    first = {**session, "message": "채식하면 단백질은 뭘로 채워야 돼?"}
+    shown = _titles(_answer(await read_stream(http, FREE, first)))
+    more = {**session, "message": "고마워! 비슷한 거 몇 개 더 있을까?"}
+    answer = _answer(await read_stream(http, FREE, more))
+    titles = _titles(answer)
+    assert titles and not set(titles) & set(shown)
+    about = [t for t in titles if "단백질" in CATALOGUE[t].body or "콩" in CATALOGUE[t].title]
+    assert titles[0] in about and len(about) >= 2, titles
+
+
 async def test_a_field_said_in_the_users_words_is_gone_to_and_a_place_so_said_is_not(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
