@@ -342,7 +342,7 @@ class Planner:
                 # More of it, or a critique of it, is searched by that subject too ("채식하면
                 # 단백질은 뭘로 채워야 돼?", then "비슷한 거 몇 개 더": protein, not "주 1회
                 # 채식하기").
-                topic = blanked
+                topic = blanked.strip()
         if (
             intent.kind is IntentKind.MORE
             and search is not query
