@@ -1217,6 +1217,14 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("나만의 텀블러 꾸미기", {}),
         ("출장 가게 되면 할 만한 거", {Constraint.MOVING: 2}),  # going, not a shop
         ("주말 나들이 갈 때", {Constraint.MOVING: 6}),
+        ("그냥 방 안에서", {Constraint.HOME: 6}),
+        ("당분간 집에 있으면서", {Constraint.HOME: 8}),
+        ("가게까지 가는 건 귀찮아", {Constraint.EASY: 12}),  # a shop gone to, not worked in
+        ("금방 지치더라", {}),  # tiring soon, not quick to do
+        ("지갑 열 일 없는 걸로", {Constraint.FREE: 8}),
+        ("애들 데리고 나가서", {Constraint.FAMILY: 2, Constraint.OUTSIDE: 9}),
+        ("밖에 나가서 하는 걸로", {Constraint.OUTSIDE: 5}),
+        ("품 적게 들이고", {Constraint.EASY: 6}),
         ("애들이랑 놀러 갈 때", {Constraint.FAMILY: 2, Constraint.MOVING: 9}),
         ("아이폰 사진 정리", {}),
         ("애가 둘이라 그런지", {Constraint.FAMILY: 2}),  # a child, not "애매하다"
