@@ -165,11 +165,12 @@ async def test_more_brings_new_challenges_and_among_stays_among_the_last(
     assert len(scripted.chat_requests) == asked, "the gateway chose it: no model call"
 
 
-async def test_a_critique_nothing_new_in_the_field_meets_stays_in_the_field_and_says_so(
+async def test_a_critique_nothing_new_in_the_field_meets_goes_where_one_does_and_says_so(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
     # No plogging for 도시 / 사무직 is done at home; other fields have some. The critique is
-    # answered in plogging with the nearest new ones, and the answer says none is done at home.
+    # said in the user's words: answered with ones done at home, fitting the situation, and
+    # the answer says plogging had none left.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     session = {"sessionId": "c3b"}
     base = {**session, "location": "도시", "workType": "사무직", "category": "PLOGGING"}
@@ -177,8 +178,12 @@ async def test_a_critique_nothing_new_in_the_field_meets_stays_in_the_field_and_
     home = {**session, "message": "집에서 할 수 있는 걸로 알려 줘"}
     answer = _answer(await read_stream(http, FREE, home))
     assert answer["challenges"] and not set(_titles(answer)) & set(first)
-    assert {c["category"] for c in answer["challenges"]} == {"PLOGGING"}
-    assert "찾지 못했어요" in answer["recommend"], answer["recommend"]
+    assert "PLOGGING" not in {c["category"] for c in answer["challenges"]}
+    for title in _titles(answer):
+        doc = CATALOGUE[title]
+        assert doc.traits is not None and "home" in doc.traits.places
+        assert "도시" in doc.locations and "사무직" in doc.work_types
+    assert answer["recommend"].startswith("플로깅 챌린지에는 집에서"), answer["recommend"]
 
 
 async def test_a_critique_another_field_meets_nearer_goes_there_and_says_why(

@@ -105,6 +105,7 @@ class Candidates:
         at: int | None = None,
         plain: bool = False,
         names: bool = False,
+        said: bool = False,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The answer's category and its candidates, in retrieval's order (a choice among
         those ``pointed`` at: in the order they were shown, unless ``by_what_it_says``; the
@@ -142,7 +143,7 @@ class Candidates:
         if plain:
             query = Query(starter_query(category))
         category, pool = await self.fitting(
-            query, category, state, more=more, constraints=constraints
+            query, category, state, more=more, constraints=constraints, said=said
         )
         classics = self.classics_for(category, intent, state, plain=plain, names=names)
         if not classics:
@@ -172,14 +173,17 @@ class Candidates:
         *,
         more: bool,
         constraints: frozenset[Constraint] = frozenset(),
+        said: bool = False,
     ) -> tuple[Category, tuple[Hit, ...]]:
         """The best candidates for the session's situation, searched scope after scope
         (:func:`_scopes`) until one holds any that satisfies the constraints (none does: the
         first that holds any). A scope without a category (``more``, when the category has no
         new challenge fitting the situation left, whatever the constraints) moves the answer to
-        its best hit's category; so does a critique that nothing new in the category satisfies,
-        when another field's challenge that does lies nearer the ask than any the category has
-        left (:func:`_nearer_than_the_field`)."""
+        its best hit's category; so does a critique ``said`` in the turn's own words that
+        nothing new in the category satisfies, when another field's challenge does ("비 오면 못
+        나가니까 집 안에서 할 수 있는 걸로도" after a family's plogging: "아이와 환경 그림책
+        읽기"), and constraints kept from before ("비슷한 걸로 몇 개만 더") when it also lies
+        nearer the ask than any the category has left (:func:`_nearer_than_the_field`)."""
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
         first: tuple[Category, tuple[Hit, ...]] | None = None
@@ -206,7 +210,9 @@ class Candidates:
             if scope.category is None:
                 if constraints:  # the best hit that satisfies them decides the category
                     ranked = rank(hits, constraints=constraints).hits
-                    if first is not None and not _nearer_than_the_field(ranked[0], hits, category):
+                    if first is not None and not (
+                        said or _nearer_than_the_field(ranked[0], hits, category)
+                    ):
                         break
                     hits = ranked
                 found = hits[0].document.category
@@ -363,9 +369,9 @@ class Candidates:
 def _nearer_than_the_field(best: Hit, hits: tuple[Hit, ...], category: Category) -> bool:
     """Whether ``best`` (of another field, satisfying what the field left nothing to
     satisfy) lies nearer the ask, in one search of every field, than anything ``category`` has
-    left: "집 안에서 할 수 있는 걸로" after a family's plogging finds "아이와 환경 그림책 읽기"
-    ahead of every plogging one left; after a family's culture picks, the nearest at home
-    with a family lay behind ten culture ones, and the answer stays in culture."""
+    left: more asked with a neighbour kept from before, after a seaside shop's energy picks,
+    finds a village's culture ones first; more of a commute's plogging with coworkers finds a
+    wreath of rice ("축하 화환 대신 쌀 화환이나 화분") behind twenty plogging ones, and stays."""
     for hit in hits:
         if hit is best:
             return True

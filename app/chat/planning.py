@@ -379,6 +379,7 @@ class Planner:
                 at=at,
                 plain=plain,
                 names=names,
+                said=bool(facets.constraints),
             )
             classics = self._candidates.classics_for(
                 category, intent, state, plain=plain, names=names
