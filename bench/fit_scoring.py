@@ -50,7 +50,9 @@ from bench.reader_checks import (
 #: situations_held, such asks written apart, and people_held (who the user is: a shop, a
 #: student, an island, a driver …), held out; aspects (questions asking how often, how long,
 #: how much, where, why …, half of them held by one catalogue sentence, labelled with it),
-#: tuned on, and aspects_held, such questions about other challenges, held out.
+#: tuned on, and aspects_held, such questions about other challenges, held out; critiques (a
+#: first ask, then a critique, a third of them one its field cannot meet), tuned on, and
+#: critiques_held, such conversations written apart, held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -64,9 +66,10 @@ SPLITS = (
     "aspects",
     "aspects_held",
     "critiques",
+    "critiques_held",
 )
 #: The splits run only to report, never tuned on.
-HELD_OUT = ("test", "situations_held", "people_held", "aspects_held")
+HELD_OUT = ("test", "situations_held", "people_held", "aspects_held", "critiques_held")
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",
