@@ -3,7 +3,10 @@
     .venv/bin/python bench/facet_eval.py [--split test] [--embedding-model NAME]
 
 Splits: dev and test (one facet or two, in one clause mostly); clauses_dev and clauses_test
-(situations and constraints told in two or three clauses: "바닷가 마을에 사는데 아이랑 …").
+(situations and constraints told in two or three clauses: "바닷가 마을에 사는데 아이랑 …");
+critiques_dev (80 critiques as strangers say them, reasons and indirect words: "지갑 사정이
+좀…", "애들 데리고 나가서", "팀원들이랑은 이미 … 이번엔 개인적으로"; written by a helper that
+read nothing of the gateway's, tuned on).
 
 bench/data/facets/test.jsonl was written apart from the examples the reader votes with
 (app/chat/data/facet_examples.jsonl) and is read only to report. Per message: its labels read

@@ -561,7 +561,7 @@ _SAYS_MORE = re.compile(
 #: 없는" beside 비용 is the cost's, not the effort's.
 _CUES = {
     Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
-    r"|원룸|자취방|(?<![가-힣])방\s*안|집에\s*(?:만\s*)?(?:있|머물)",
+    r"|원룸|자취방|(?<![가-힣])방\s*안|집에\s*(?:만\s*)?(?:있(?!으면(?!서))|머물)",
     Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무"
     r"|가게(?!\s*(?:되|돼|까지|에\s*가|로\s*가))|매장"
     r"|탕비실",
@@ -569,20 +569,24 @@ _CUES = {
     Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행|나들이"
     r"|놀러\s*(?:가|갈|간|다니|나가)"
     r"|외근|비행기|기차",
-    Constraint.ALONE: r"혼자|(?<![가-힣])나만(?!의)|자취",
+    Constraint.ALONE: r"혼자|(?<![가-힣])나만(?!의)|자취|개인적으로",
     Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|(?<![가-힣])애(?:가|\s*(?:둘|셋|키우))"
     r"|아들|(?<![가-힣])딸(?!기)|남편|아내"
-    r"|와이프|부모님|식구|엄마|아빠",
-    Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원",
-    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방(?!\s*(?:지치|지쳐|질리|질려|포기))"
+    r"|와이프|부모님|식구|엄마|아빠|손주|손자|손녀|조카|할머니|할아버지|시댁|처가",
+    Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원"
+    r"|같이\s*일하는\s*사람",
+    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가|금방(?!\s*(?:지치|지쳐|질리|질려|포기|심심))"
     r"|잠깐(?!만)|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운"
     r"|귀찮(?!아도|더라도|지만)|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)"
     r"|당장|시간\s*(?:이\s*)?(?:얼마\s*)?(?:안|덜|적게)\s*(?:걸리|드는|들)"
-    r"|(?:빡세|힘들|어렵)지\s*않|품\s*(?:이\s*)?(?:적게|덜|안)\s*(?:들|드|가)",
+    r"|(?:빡세|힘들|어렵)지\s*않|품\s*(?:이\s*)?(?:적게|덜|안)\s*(?:들|드|가)"
+    r"|힘\s*(?:이\s*)?(?:안|덜)\s*(?:드|들)",
     Constraint.FREE: r"돈\s*(?:이|은|도)?\s*(?:안|없이|들지|들이지|한\s*푼)|큰돈\s*(?:안|없이)|공짜|무료"
     r"|지갑\s*(?:안|을\s*안|(?:을\s*)?열\s*(?:일|필요)\s*(?:이\s*)?없)|비용\s*(?:없|안|부담\s*없)|(?:안|않고)\s*사고|사지\s*않"
-    r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)",
-    Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람",
+    r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)"
+    r"|돈\s*(?:이\s*)?드는\s*(?:건|거|것)\s*(?:좀|싫|별로|부담|빼)",
+    Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람"
+    r"|옆집|윗집|아랫집",
 }
 _CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
 #: Work told as an office's ("회사에서", "사무실에서", "직장에서"), not a shop's or a site's.
@@ -911,26 +915,20 @@ class FacetReaders:
     @staticmethod
     def _cued(message: str, votes: Sequence[dict[str, float]], said: set[str]) -> set[str]:
         """``said`` with the place, the company, the ease and the cost the message says in
-        words, where the vote gives them some weight (:data:`CUE_FLOOR` in one of ``votes``:
-        the whole's or a clause's), or beside a constraint of another kind the vote reads. Of
-        several of a kind, the one said last, which replaces the vote's others of its kind
-        ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이 없더라. 마을 분들이랑"; "현장에서 챙길 수
-        있는 걸로", which the vote read as "출장 가서도 할 수 있는 거")."""
+        words, once it is read to ask for any: the vote reads a constraint, or gives one said
+        in words some weight (:data:`CUE_FLOOR` in one of ``votes``: the whole's or a
+        clause's). Then every constraint said in words counts, a second of another kind the
+        vote drowns ("혼자서 부담없이", "출장 다닐 때 … 간단하게": ease 0.0-0.05; "부모님 모시고
+        밖에서 돈 안 쓰고": outside 0.0), and of several of a kind the one said last, which
+        replaces the vote's others of its kind ("집에서는 답답한데, 밖에서"; "혼자 주워서는 끝이
+        없더라. 마을 분들이랑"; "현장에서 챙길 수 있는 걸로", which the vote read as "출장 가서도
+        할 수 있는 거"; "어디 놀러 갈 때 해 볼 만한 건", at home by the vote)."""
         kinds = (PLACES, COMPANY, (Constraint.EASY.value,), (Constraint.FREE.value,))
-        voted = [kind for kind in kinds if said & set(kind)]
         words = cued(message)
-        unsaid = said - {c.value for c in words}
-        weighed = {
-            c: at
-            for c, at in words.items()
-            if max(vote[c.value] for vote in votes) >= CUE_FLOOR
-            # A critique the vote reads one constraint in says a second of another kind in
-            # words the vote drowns ("혼자서 부담없이", "출장 다닐 때 … 간단하게": ease 0.0-0.05).
-            or (voted and not any(c.value in kind for kind in voted))
-            # The vote reads a place no word says, the words another ("어디 놀러 갈 때 해 볼
-            # 만한 건": at home, by the vote).
-            or (c.value in PLACES and bool(unsaid & set(PLACES)))
-        }
+        asks = any(said & set(kind) for kind in kinds) or any(
+            max(vote[c.value] for vote in votes) >= CUE_FLOOR for c in words
+        )
+        weighed = words if asks else {}
         said = set(said)
         for kind in kinds:
             of_kind = {c: at for c, at in weighed.items() if c.value in kind}

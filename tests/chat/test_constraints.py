@@ -1187,6 +1187,18 @@ def test_a_constraint_beside_a_fields_name_is_read(
             {Constraint.COWORKERS, Constraint.EASY},
             set(),
         ),
+        # A place said in words the vote drowns beside a company and a cost (outside 0.0).
+        (
+            "주말에 할머니 모시고 바깥에서 돈 안 들이고 할 만한 거",
+            {Constraint.FAMILY, Constraint.FREE, Constraint.OUTSIDE},
+            set(),
+        ),
+        # The company said last is the one asked for, whatever the vote reads.
+        (
+            "동료들이랑은 이미 해 봤으니까 이번엔 개인적으로 할 만한 거",
+            {Constraint.ALONE},
+            {Constraint.COWORKERS},
+        ),
         # The vote reads a place no word says (home); the words say going out.
         (
             "주말에 식구들 데리고 어디 놀러 갈 때 해 볼 만한 건 없어?",
@@ -1225,6 +1237,15 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("애들 데리고 나가서", {Constraint.FAMILY: 2, Constraint.OUTSIDE: 9}),
         ("밖에 나가서 하는 걸로", {Constraint.OUTSIDE: 5}),
         ("품 적게 들이고", {Constraint.EASY: 6}),
+        ("손주들 오면 같이", {Constraint.FAMILY: 2}),
+        ("개인적으로 해 볼", {Constraint.ALONE: 5}),
+        ("같이 일하는 사람들이랑", {Constraint.COWORKERS: 9}),
+        ("힘 안 드는 걸로", {Constraint.EASY: 5}),
+        ("돈 드는 건 좀 그래", {Constraint.FREE: 8}),
+        ("옆집이랑", {Constraint.NEIGHBOURS: 2}),
+        ("금방 심심해지더라", {}),  # bored soon, not quick to do
+        ("집에 있으면 심심해", {}),  # a reason, not where
+        ("집에 있으면서", {Constraint.HOME: 4}),
         ("애들이랑 놀러 갈 때", {Constraint.FAMILY: 2, Constraint.MOVING: 9}),
         ("아이폰 사진 정리", {}),
         ("애가 둘이라 그런지", {Constraint.FAMILY: 2}),  # a child, not "애매하다"
