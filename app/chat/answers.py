@@ -403,8 +403,9 @@ def _by_meaning(
     """The nearest sentence of any candidate that says what is asked (:func:`holds_what_is_
     asked`) when it is the answer; else, for a question asking how often, how long, how much,
     where or what to mind, the nearest sentence of the challenges ``closest_of`` (the best
-    candidate, and those just shown) that says it, when related ("어디다 버려야 해?": the battery text's
-    "… 주민센터의 전용 수거함에 넣어 주세요.", not its nearer "… 선별장에서 불이 나는 …");
+    candidate, and those just shown) that says it, when related ("어디다 버려야 해?": the
+    battery text's "… 주민센터의 전용 수거함에 넣어 주세요.", not its nearer "… 선별장에서 불이
+    나는 …");
     else their nearest, offered as the closest (a looser match does not reorder the answer)."""
     asked = _asked(question)  # read once, not for every sentence
     best: tuple[float, float, Hit, str] | None = None

@@ -152,8 +152,8 @@ def in_its_field(
     after a phone's carbon. ``nearer_a_constraint``: it names no field and lies nearer an
     example of a constraint than any field's by :data:`ONLY_CONSTRAINTS_MARGIN`;
     ``says_only_constraints``: it asks for challenges and names no field and no subject but
-    the words of its constraints ("외근 다니는 길에 틈틈이 할 수 있는 걸로" after culture picks had gone to
-    plogging's "외근길 틈새 플로깅" by its meaning). One that
+    the words of its constraints ("외근 다니는 길에 틈틈이 할 수 있는 걸로" after culture
+    picks had gone to plogging's "외근길 틈새 플로깅" by its meaning). One that
     says another field ("이번엔 먹는 쪽으로 가 보자. 출장지에서 …"), or leaves its topic aside
     (``leaves_aside``: "쓰레기 얘기는 이쯤 하고, 완전 딴 걸로 …"), goes there.
     ``turns_to_a_place``: it says it turns to a place or company ("회사 쪽으로는 뭐 있어?":
