@@ -186,11 +186,11 @@ async def test_a_critique_nothing_new_in_the_field_meets_goes_where_one_does_and
     assert answer["recommend"].startswith("플로깅 챌린지에는 집에서"), answer["recommend"]
 
 
-async def test_a_critique_another_field_meets_nearer_goes_there_and_says_why(
+async def test_a_critique_in_free_text_its_field_cannot_meet_goes_to_one_that_can(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    # A family's plogging, then indoors: plogging has nothing left done at home with a family,
-    # and a challenge of another field that is lies nearer the ask than any plogging one left.
+    # A family's plogging asked in words, then indoors: plogging has nothing left done at home
+    # with a family; another field has, and the answer says why it moved.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     session = {"sessionId": "c9a"}
     first = {**session, "message": "주말에 초등학생 아들이랑 같이 할 만한 환경 활동 뭐 있을까?"}
