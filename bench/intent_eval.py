@@ -92,7 +92,7 @@ from app.chat.intent_bank import (  # noqa: E402
 )
 from app.chat.sentence_bank import build_fit_bank  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
-from app.chat.subjects import Subjects, names_a_field  # noqa: E402
+from app.chat.subjects import Subjects  # noqa: E402
 from app.domain.categories import Category  # noqa: E402
 from app.rag.corpus import Document, load_corpus  # noqa: E402
 from app.rag.embedder import Embedder, load_embedder  # noqa: E402
@@ -327,10 +327,7 @@ def _served(
             return not self.names_a_field and nearer >= ONLY_CONSTRAINTS_MARGIN
 
         def says_only_constraints(self) -> bool:
-            message = self.message
-            return not (
-                self.names_a_field or names_a_field(message) or subjects.beyond_constraints(message)
-            )
+            return not self.names_a_field and subjects.names_only_constraints(self.message)
 
         def shown_fit(self) -> float | None:
             state = self.state

@@ -42,6 +42,7 @@ from difflib import SequenceMatcher
 import numpy as np
 import numpy.typing as npt
 
+from app.chat.constraints import MINDING
 from app.rag.corpus import Document
 from app.rag.retriever import Hit
 from app.rag.sparse import terms
@@ -144,10 +145,7 @@ _ASPECTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = (
         ),
     ),
     (  # what to mind: "주의할 점 있을까요?", "조심할 거 있어?", "위험하진 않아?"
-        re.compile(
-            r"주의(?:할|해야|\s*(?:점|사항))|조심(?:할|해야)|유의(?:할|해야|\s*(?:점|사항))"
-            r"|위험(?:하진|하지\s*않|할까|한가)"
-        ),
+        re.compile(rf"{MINDING.pattern}|유의\s*(?:점|사항)|위험(?:하진|하지\s*않|할까|한가)"),
         re.compile(
             r"하니(?![가-힣])|않도록|마세요|피하|주의|조심|안전|안심|위험|손상|부식|망가|다치|화상"
             r"|상하지|휘게"

@@ -38,6 +38,7 @@ from app.rag.corpus import COMPANY, PLACES, Traits
 
 __all__ = [
     "CLAUSES_READ",
+    "MINDING",
     "PLAIN",
     "Constraint",
     "FacetExample",
@@ -524,7 +525,7 @@ _ASKS_A_FACT = re.compile(
 )
 #: What to mind ("조심할 거 있어?", "주의할 점 있을까요?"): a question, though it asks for
 #: something there is.
-_MINDING = re.compile(r"조심(?:할|해야)|주의(?:할|해야|\s*(?:점|사항))|유의(?:할|해야)")
+MINDING = re.compile(r"조심(?:할|해야)|주의(?:할|해야|\s*(?:점|사항))|유의(?:할|해야)")
 #: Whether one way is better than another ("팔고 카셰어링 쓰는 게 나을까?"): a question of
 #: fact, unless it asks which to do ("뭘 하는 게 좋을까?" asks for challenges).
 _BETTER = re.compile(r"(?:게|것이|편이)\s*(?:더\s*)?(?:나을까|나아|낫|좋을까)")
@@ -539,7 +540,7 @@ def asks_a_fact(message: str) -> bool:
     if _ASKS_FOR_ONE.search(message) is None:
         return True
     # "… 거 있어?" asks for challenges, unless it asks how, why or what to mind
-    return bool(_HOW_OR_WHY.search(message) or _MINDING.search(message))
+    return bool(_HOW_OR_WHY.search(message) or MINDING.search(message))
 
 
 #: A plain ask names its field and nothing of where, with whom, when, how easy or what it
@@ -1007,7 +1008,7 @@ class FacetReaders:
         if not _ASKING.search(message) or (asks_more and not _ASKS_OF_IT.search(message)):
             said.discard(QUESTION)
         if _ASKS_FOR_ONE.search(message) and not (
-            _HOW_OR_WHY.search(message) or _MINDING.search(message)
+            _HOW_OR_WHY.search(message) or MINDING.search(message)
         ):
             said.discard(QUESTION)  # "환경에 도움 되는 거 있을까": asks for challenges
         return facets_of(said)

@@ -743,8 +743,7 @@ class Planner:
         return (
             subjects is not None
             and named_category(message) is None
-            and not names_a_field(message)
-            and not subjects.beyond_constraints(message)
+            and subjects.names_only_constraints(message)
         )
 
     def _best_fit(self, query: Query | None) -> Category | None:

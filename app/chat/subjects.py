@@ -151,6 +151,12 @@ class Subjects:
         one is, not what a challenge is about."""
         return tuple(word for word in self.named_in(message) if not cued(word))
 
+    def names_only_constraints(self, message: str) -> bool:
+        """Whether ``message`` names no field by what it is about (:func:`names_a_field`) and
+        no subject but the words of its constraints (:meth:`beyond_constraints`): "외근 다니는
+        길에 틈틈이 할 수 있는 걸로" says where, not what."""
+        return not names_a_field(message) and not self.beyond_constraints(message)
+
     def unsaid(
         self, message: str, documents: Iterable[Document], field: Category | None = None
     ) -> tuple[str, ...]:
