@@ -207,6 +207,50 @@ async def test_a_critique_in_free_text_its_field_cannot_meet_goes_to_one_that_ca
     assert answer["recommend"].startswith("플로깅 챌린지에는 "), answer["recommend"]
 
 
+async def test_a_critique_its_field_meets_only_for_a_narrow_persona_goes_to_one_that_meets_it(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Energy's one challenge done outside is a farm's ("고추는 햇볕에 먼저 말리기"): a remote
+    # worker asking for something outside gets another field's, anyone's, and is told why.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c9d"}
+    first = {**session, "message": "풀재택이라 집에서 일하는데 전기 절약할 방법 있을까?"}
+    assert {c["category"] for c in _answer(await read_stream(http, FREE, first))["challenges"]} == {
+        "ENERGY_SAVING"
+    }
+    outside = {**session, "message": "하루 종일 집에 있으니 갑갑하네, 밖에 나가서 할 수 있는 건?"}
+    answer = _answer(await read_stream(http, FREE, outside))
+    assert answer["challenges"]
+    assert "ENERGY_SAVING" not in {c["category"] for c in answer["challenges"]}
+    for title in _titles(answer):
+        traits = CATALOGUE[title].traits
+        assert traits is not None and "outside" in traits.places
+    lead = CATALOGUE[_titles(answer)[0]].traits
+    assert lead is not None and lead.anyone
+    assert answer["recommend"].startswith("에너지 절약 챌린지에는 밖에서"), answer["recommend"]
+
+
+async def test_a_critique_its_field_meets_nearest_stays_whatever_its_words_are_about(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "버스 타고 출퇴근하는 동안" reads as commuting's field; with the study it follows, a
+    # podcast on the way is nearer than any commute.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = {"sessionId": "c9e"}
+    first = {**session, "message": "기후 위기에 대해 공부를 좀 해 보고 싶어"}
+    shown = _titles(_answer(await read_stream(http, FREE, first)))
+    commute = {
+        **session,
+        "message": "회사 다니느라 따로 시간은 없고, 버스 타고 출퇴근하는 동안 할 수 있는 거면 좋겠어",
+    }
+    answer = _answer(await read_stream(http, FREE, commute))
+    assert answer["challenges"] and not set(_titles(answer)) & set(shown)
+    assert {c["category"] for c in answer["challenges"]} == {"MEDIA"}
+    for title in _titles(answer):
+        traits = CATALOGUE[title].traits
+        assert traits is not None and "moving" in traits.places
+
+
 async def test_a_critique_saying_only_where_it_is_done_stays_in_its_field(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

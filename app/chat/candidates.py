@@ -53,6 +53,12 @@ FALLBACK_CATEGORY = Category.ZERO_WASTE
 #: candidates where it missed them (:meth:`Candidates.with_best_fitting`; 3 of 0, 3 and 6 on
 #: the fit bench's dev splits, bench/README.md "Eighth pass").
 BEST_FITTING_JOINED = 3
+#: A critique said in words leaves a field that meets it with so few challenges, or only with
+#: ones written for a narrow persona, when another field's lie this much nearer the ask (a
+#: cosine; 0.04-0.06 alike on the fit bench's dev splits, 0.02 moved good critiques away:
+#: bench/README.md "Eighteenth pass").
+WEAK_FIELD_MARGIN = 0.05
+_WEAKLY_MEETING = 3  # so few meeting it that every field's are looked at too
 #: Documents fitting the situation looked at to see which other categories still have some.
 _ANOTHER_FIELD_K = 60
 
@@ -183,13 +189,17 @@ class Candidates:
         nothing new in the category satisfies, when another field's challenge does ("비 오면 못
         나가니까 집 안에서 할 수 있는 걸로도" after a family's plogging: "아이와 환경 그림책
         읽기"), and constraints kept from before ("비슷한 걸로 몇 개만 더") when it also lies
-        nearer the ask than any the category has left (:func:`_nearer_than_the_field`)."""
+        nearer the ask than any the category has left (:func:`_nearer_than_the_field`). A
+        critique said in words that the category meets only weakly leaves too, when another
+        field meets it far better (:func:`_met_better_elsewhere`: "밖에 나가서 하는 걸로는?"
+        after a remote worker's energy picks is not "고추는 햇볕에 먼저 말리기")."""
         if not self._settings.retrieval_k:  # RETRIEVAL_K=0: no candidates, nothing searched
             return category, ()
         first: tuple[Category, tuple[Hit, ...]] | None = None
         # A constraint filters what is found: look at more to find what satisfies it.
         k = min(self._settings.rank_pool * (3 if constraints else 1), 60)
         situated = bool(state.location and state.work_type)
+        weakly: tuple[Hit, ...] = ()  # the category's own that meet a critique, if weakly
         for scope in _scopes(category, state.location, state.work_type, state.shown, more=more):
             if more and first is not None and not scope.exclude:
                 # "More" shows nothing again while anything new is left: the nearest new one
@@ -209,15 +219,28 @@ class Candidates:
             found = category
             if scope.category is None:
                 if constraints:  # the best hit that satisfies them decides the category
-                    ranked = rank(hits, constraints=constraints).hits
+                    everywhere = rank(hits, constraints=constraints)
                     if first is not None and not (
-                        said or _nearer_than_the_field(ranked[0], hits, category)
+                        said or _nearer_than_the_field(everywhere.hits[0], hits, category)
                     ):
                         break
-                    hits = ranked
+                    if weakly and (
+                        everywhere.unmet or not _met_better_elsewhere(weakly, everywhere.hits)
+                    ):
+                        break  # the category's own, after all
+                    hits = everywhere.hits
+                    if first is not None:  # the field of the nearest of the best others
+                        nearest = max(hits[:_WEAKLY_MEETING], key=lambda hit: hit.score)
+                        hits = (nearest, *(hit for hit in hits if hit is not nearest))
                 found = hits[0].document.category
                 hits = tuple(h for h in hits if h.document.category is found)
-            if not constraints or not rank(hits, constraints=constraints).unmet:
+            if not constraints:
+                return found, hits
+            met = rank(hits, constraints=constraints)
+            if not met.unmet:
+                if said and more and first is None and _meets_weakly(met.hits, state):
+                    weakly, first = met.hits, (found, hits)
+                    continue  # seen against every field's first
                 return found, hits
             first = first or (found, hits)
         return first or (category, ())
@@ -276,6 +299,18 @@ class Candidates:
         if plain or (_after_plain(intent, state, category) and not names):
             return self.first_steps(category)
         return ()
+
+    async def nearest_meeting(
+        self, query: Query, state: SessionState, constraints: frozenset[Constraint]
+    ) -> Category | None:
+        """The field of the challenge nearest ``query`` that meets ``constraints``, in one
+        search of every field (fitting the situation, not shown yet); None when none meets
+        them or the store fails."""
+        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
+        met = rank(
+            await self.search(query, scope, k=_ANOTHER_FIELD_K) or (), constraints=constraints
+        )
+        return None if met.unmet or not met.hits else met.hits[0].document.category
 
     async def another_field(
         self,
@@ -364,6 +399,38 @@ class Candidates:
                 log.warning("retrieval failed; answering without candidates", exc_info=True)
                 return None
         return tuple(hits)
+
+
+def _meets_weakly(meeting: tuple[Hit, ...], state: SessionState) -> bool:
+    """Whether a field's challenges that meet a critique (best first) may meet it only
+    weakly: few enough to look at every field's (:data:`_WEAKLY_MEETING`)."""
+    return 0 < len(meeting) <= _WEAKLY_MEETING or _all_narrow(meeting, state)
+
+
+def _all_narrow(meeting: tuple[Hit, ...], state: SessionState) -> bool:
+    """Whether every one of ``meeting`` is written for a narrow persona, and base-info does not
+    say the user's place (which would make it theirs: app/chat/ranking.py)."""
+    return state.location is None and all(
+        hit.document.traits is not None and not hit.document.traits.anyone for hit in meeting
+    )
+
+
+def _met_better_elsewhere(weakly: tuple[Hit, ...], meeting: tuple[Hit, ...]) -> bool:
+    """Whether every field's challenges that meet a critique (``meeting``, best first) meet it
+    far better than the category's own (``weakly``): those are all written for a narrow
+    persona, or the nearest of the best others lies :data:`WEAK_FIELD_MARGIN` nearer the ask
+    than the nearest of the category's ("동네 주민분들이랑" after a seaside shop's energy picks:
+    "에너지캐시백 신청하기" at 0.81, a village's culture ones at 0.87)."""
+    if not meeting:
+        return False
+    own = {hit.document.id for hit in weakly}
+    elsewhere = [hit for hit in meeting if hit.document.id not in own][:_WEAKLY_MEETING]
+    if not elsewhere:
+        return False
+    if all(not (hit.document.traits and hit.document.traits.anyone) for hit in weakly):
+        return True
+    nearest = max(hit.score for hit in weakly)
+    return max(hit.score for hit in elsewhere) - nearest >= WEAK_FIELD_MARGIN
 
 
 def _nearer_than_the_field(best: Hit, hits: tuple[Hit, ...], category: Category) -> bool:

@@ -168,9 +168,10 @@ def _first_sentence(opening: Opening, variant: int) -> str:
         return f"앞서 보여 드린 챌린지 가운데 말씀하신 것에 가장 가까운 건 {_josa(lead, '이에요', '예요')}."
     moved = opening.previous_category
     if wanted and kind in ("ask", "more") and moved is not None and moved is not opening.category:
-        # Its field had nothing left that satisfies the critique, another field did.
+        # Its field had nothing left that satisfies the critique, or nothing near it, another
+        # field did.
         return (
-            f"{moved.label} 챌린지에는 {wanted} 것이 더 없어서, {label} 챌린지 가운데 "
+            f"{moved.label} 챌린지에는 {wanted} 마땅한 것이 더 없어서, {label} 챌린지 가운데 "
             f"{_josa(lead, '을', '를')} 골라 봤어요."
         )
     options: tuple[str, ...]

@@ -1261,6 +1261,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("너무 빡세지 않은 거", {Constraint.EASY: 8}),
         ("돈은 안 들었으면 해", {Constraint.FREE: 4}),
         ("나만 하는 거 말고", {Constraint.ALONE: 2}),
+        ("평일 출근길이나 주말에", {Constraint.MOVING: 6}),  # a way to work, whatever follows
+        ("장사 말고 이웃들이랑", {Constraint.WORK: 2, Constraint.NEIGHBOURS: 8}),  # a shop's work
     ],
 )
 def test_constraints_are_found_in_their_words_and_not_in_look_alikes(

@@ -156,7 +156,7 @@ def test_a_critique_answered_in_another_field_says_its_own_had_none() -> None:
         )
     )
     assert text.startswith(
-        "플로깅 챌린지에는 집에서 할 수 있고 가족과 함께 할 수 있는 것이 더 없어서"
+        "플로깅 챌린지에는 집에서 할 수 있고 가족과 함께 할 수 있는 마땅한 것이 더 없어서"
     )
     assert "문화 공유" in text and ends_whole(text)
     # Its own field: the usual opening.
