@@ -355,7 +355,10 @@ class Planner:
             # own embedding (the topic's words and the message's still count, as words).
             # Unfitted, more after "휴대폰 용량이 맨날 꽉 차서" began with "가끔 쓰는 기기는
             # 빌려 쓰기"; now with "위치 서비스와 백그라운드 새로고침 끄기".
-            search = replace(search, vector=await self._embedding_if_free(state.topic))
+            # One that names a subject of its own ("여름에 전기 아끼는 방법 또 뭐 있어?" after
+            # the air conditioner): by the topic and its words together.
+            text = search.text if names else state.topic
+            search = replace(search, vector=await self._embedding_if_free(text))
         if intent.kind is IntentKind.BACK_TO_BASE and search.vector is None and not search.lexical:
             # "처음 거로 다시": the first ask, searched and fitted by its own embedding (by its
             # words alone and unfitted, food waste's first ask found a beach picnic first).
