@@ -419,6 +419,7 @@ class Planner:
                 classics=classics,
                 named=named,
                 answering=self._outright(query, ANSWERED_MARGIN) if facets.question else None,
+                opening=not state.turns and not facets.question,
             )
         )
         opening = replace(
@@ -577,12 +578,14 @@ class Planner:
         classics: tuple[str, ...] = (),
         named: Hit | None = None,
         answering: str | None = None,
+        opening: bool = False,
     ) -> tuple[Ranked, Found | None]:
         """The candidates in the order to show them, and a question's answer (its challenge
         first when it is the answer, one of those just ``shown`` too). ``fit``: :meth:`_fit`
         (a choice among those shown leans on the topic: never fitted); ``named``: the one of
         those shown the message names by its place ("3번은 어떻게 해?"), first; ``answering``:
-        the challenge whose text answers the question outright (:meth:`_outright`)."""
+        the challenge whose text answers the question outright (:meth:`_outright`);
+        ``opening``: the conversation's first ask, no question (app/chat/ranking.py)."""
         if among:  # the one that answers it: no persona or situation reordering among them
             ranked = rank(pool, constraints=constraints)
             if constraints == {Constraint.EASY}:  # "그 중에 제일 쉬운 건?": the easiest of them
@@ -599,6 +602,7 @@ class Planner:
                 aside=aside,
                 starter=starter,
                 classics=classics,
+                opening=opening,
             )
         if not question:
             return ranked, None

@@ -9,7 +9,8 @@
          user's place is known to be its place; base-info's first answer lifts what is
          written for a place other than the city
       -> ease: easy challenges a little before hard ones (more when the turn asks nothing of
-         its own, as base-info: the first is one to start with)
+         its own, as base-info: the first is one to start with); on a conversation's first
+         ask, the field's classic first steps a little before the rest
       -> what the message leaves aside ("텀블러 말고 또 뭐 있어?"): challenges whose titles
          say it come last
       -> a field asked for with nothing in it ("비건 챌린지 추천해줘"), or base-info in the
@@ -52,6 +53,12 @@ LOCAL_BONUS = 2.0
 #: on a turn with no ask of its own (base-info: the first is one to start with).
 EASE_WEIGHT = 1.0
 STARTER_EASE_WEIGHT = 3.0
+#: How many places a field's classic first step (the catalogue's ``starter``) rises on a
+#: conversation's first ask that is no question: of challenges alike for what was said, the
+#: one anyone begins with ("아파트 관리비 고지서 보고 깜짝 놀랐어": "대기전력 차단하기" before
+#: "베란다 미니 태양광 달기"). 3 of 1-6 on the fit bench's dev splits (bench/README.md
+#: "Eighteenth pass": 6 moved a critique after it the wrong way).
+OPENING_STARTER_LIFT = 3.0
 #: How many places a candidate falls per 0.01 its fit is below the best candidate's (fits
 #: are cosines: between about 0.75 and 0.95 for the bundled embedder).
 FIT_WEIGHT = 3.0
@@ -82,6 +89,7 @@ def rank(
     fit: Mapping[str, float] | None = None,
     aside: Collection[str] = (),
     classics: Sequence[str] = (),
+    opening: bool = False,
 ) -> Ranked:
     """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
     nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
@@ -89,7 +97,9 @@ def rank(
     ``aside``: words of what the message leaves aside (:func:`app.chat.constraints.left_words`):
     a challenge whose title says one comes after every other; ``classics``: the turn names a
     field and nothing in it (or is base-info in the city), so the field's classic first steps
-    (document ids, in their order: :func:`app.rag.corpus.classics_of`) come first."""
+    (document ids, in their order: :func:`app.rag.corpus.classics_of`) come first;
+    ``opening``: the conversation's first ask, no question, so its field's classic first steps
+    rise a little (:data:`OPENING_STARTER_LIFT`)."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): float(position) for position, hit in enumerate(hits)}
@@ -105,6 +115,8 @@ def rank(
         traits = document.traits
         if traits is not None:
             value += ease * (1 - EFFORTS.index(traits.effort))  # easy +1, medium 0, hard -1
+            if opening and traits.starter is not None:
+                value += OPENING_STARTER_LIFT
             if not traits.anyone:
                 if _persona_unlike(situation, document):  # told to be someone else
                     return value - UNLIKE_PENALTY

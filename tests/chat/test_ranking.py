@@ -455,3 +455,13 @@ def test_a_question_names_the_challenge_whose_title_it_says_most_of() -> None:
     assert named_in("화질 낮추면 진짜 효과 있어?", [bike, stream]) is stream
     food = _hit("f", title="음식물 쓰레기는 물기 빼고 버리기")
     assert named_in("음식물 처리기 사면 진짜 환경에 도움 되는 거야?", [food]) is None
+
+
+def test_a_first_ask_lifts_the_fields_first_steps_a_little() -> None:
+    # Alike for what was said (two and three places apart), the one anyone begins with
+    # comes first on a conversation's first ask; one far better placed stays ahead of it.
+    near = [_hit("solar"), _hit("x"), _hit("standby", starter=1)]
+    assert _ids(rank(near))[0] == "solar"
+    assert _ids(rank(near, opening=True))[0] == "standby"
+    far = [_hit("solar"), *(_hit(f"x{i}") for i in range(4)), _hit("standby", starter=1)]
+    assert _ids(rank(far, opening=True))[0] == "solar"
