@@ -225,7 +225,8 @@ class Candidates:
                     ):
                         break
                     if weakly and (
-                        everywhere.unmet or not _met_better_elsewhere(weakly, everywhere.hits)
+                        everywhere.unmet
+                        or not _met_better_elsewhere(weakly, everywhere.hits, state)
                     ):
                         break  # the category's own, after all
                     hits = everywhere.hits
@@ -415,10 +416,12 @@ def _all_narrow(meeting: tuple[Hit, ...], state: SessionState) -> bool:
     )
 
 
-def _met_better_elsewhere(weakly: tuple[Hit, ...], meeting: tuple[Hit, ...]) -> bool:
+def _met_better_elsewhere(
+    weakly: tuple[Hit, ...], meeting: tuple[Hit, ...], state: SessionState
+) -> bool:
     """Whether every field's challenges that meet a critique (``meeting``, best first) meet it
     far better than the category's own (``weakly``): those are all written for a narrow
-    persona, or the nearest of the best others lies :data:`WEAK_FIELD_MARGIN` nearer the ask
+    persona (:func:`_all_narrow`), or the nearest of the best others lies :data:`WEAK_FIELD_MARGIN` nearer the ask
     than the nearest of the category's ("동네 주민분들이랑" after a seaside shop's energy picks:
     "에너지캐시백 신청하기" at 0.81, a village's culture ones at 0.87)."""
     if not meeting:
@@ -427,7 +430,7 @@ def _met_better_elsewhere(weakly: tuple[Hit, ...], meeting: tuple[Hit, ...]) -> 
     elsewhere = [hit for hit in meeting if hit.document.id not in own][:_WEAKLY_MEETING]
     if not elsewhere:
         return False
-    if all(not (hit.document.traits and hit.document.traits.anyone) for hit in weakly):
+    if _all_narrow(weakly, state):
         return True
     nearest = max(hit.score for hit in weakly)
     return max(hit.score for hit in elsewhere) - nearest >= WEAK_FIELD_MARGIN
