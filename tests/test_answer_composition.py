@@ -233,15 +233,16 @@ async def test_a_critique_its_field_meets_only_for_a_narrow_persona_goes_to_one_
 async def test_a_critique_its_field_meets_nearest_stays_whatever_its_words_are_about(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    # "버스 타고 출퇴근하는 동안" reads as commuting's field; with the study it follows, a
-    # podcast on the way is nearer than any commute.
+    # "책상 앞에 앉을 시간 내기는 빠듯하고, 지하철로 출퇴근하는 동안" reads as commuting's field
+    # (and names more than where: "책상", "내기"); after a study of the climate, a podcast on
+    # the way is nearer than any commute, so it stays.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     session = {"sessionId": "c9e"}
     first = {**session, "message": "기후 위기에 대해 공부를 좀 해 보고 싶어"}
     shown = _titles(_answer(await read_stream(http, FREE, first)))
     commute = {
         **session,
-        "message": "회사 다니느라 따로 시간은 없고, 버스 타고 출퇴근하는 동안 할 수 있는 거면 좋겠어",
+        "message": "책상 앞에 앉을 시간 내기는 빠듯하고, 지하철로 출퇴근하는 동안 할 수 있는 걸로",
     }
     answer = _answer(await read_stream(http, FREE, commute))
     assert answer["challenges"] and not set(_titles(answer)) & set(shown)
