@@ -637,12 +637,25 @@ def says_a_shop(message: str) -> bool:
 CUE_FLOOR = 0.15
 
 
+#: Someone who keeps the user busy, told as a reason ("주말엔 애들 보느라 바쁘고", "부모님
+#: 모시느라"): the family looked after, then a verb ending in "-느라", is no company asked for.
+#: ("영업 뛰느라 …" tells a job, and stays.)
+_BUSY_WITH = re.compile(
+    r"(?:애들|아이|아기|애기|손주|손자|손녀|조카|부모님|가족|식구|남편|아내)[가-힣]*\s+[가-힣]+느라"
+)
+
+
 def cued(message: str) -> dict[Constraint, int]:
     """The places, companies, ease and cost ``message`` says in words, each at where it last
-    says it."""
+    says it (not in what it says keeps the user busy: :data:`_BUSY_WITH`)."""
+    busy = [m.span() for m in _BUSY_WITH.finditer(message)]
     found: dict[Constraint, int] = {}
     for constraint, pattern in _CUE.items():
-        ends = [m.end() for m in pattern.finditer(message)]
+        ends = [
+            m.end()
+            for m in pattern.finditer(message)
+            if not any(start <= m.start() and m.end() <= end for start, end in busy)
+        ]
         if ends:
             found[constraint] = ends[-1]
     return found
@@ -712,7 +725,9 @@ CLAUSES_READ = 4
 
 def clauses(message: str) -> list[str]:
     """The first ``CLAUSES_READ`` clauses of a message told in several (none for a message of
-    one)."""
+    one), without the words telling what keeps the user busy ("주말엔 애들 보느라 바쁘고" is
+    read as "주말엔 바쁘고": a reason given, whose place or company is not asked for, the rest
+    of the clause still told: :data:`_BUSY_WITH`)."""
     parts, start = [], 0
     for end in _CLAUSE_END.finditer(message):
         parts.append(message[start : end.end()])
@@ -720,7 +735,10 @@ def clauses(message: str) -> list[str]:
     parts.append(message[start:])
     found = [part.strip(" ,.!?") for part in parts]
     found = [part for part in found if len(part) >= 3]
-    return found[:CLAUSES_READ] if len(found) > 1 else []
+    if len(found) < 2:
+        return []
+    told = (" ".join(_BUSY_WITH.sub(" ", part).split()) for part in found)
+    return [part for part in told if len(part) >= 3][:CLAUSES_READ]
 
 
 #: What a user leaves ("종이 얘기는 됐고 아예 다른 분야로", "쓰레기 얘기는 이쯤 하고, …",

@@ -416,6 +416,8 @@ def test_asking_whether_there_is_one_asks_for_challenges_not_to_know(
         ("아이랑 할 만한 거", []),
         ("산자락 마을에 살고 있어", []),
         ("화면 밝기 낮추면 진짜 전기가 줄어?", []),
+        # Whom the user is busy looking after is a reason, left out of its clause.
+        ("주말엔 애들 보느라 바쁘고, 버스에서 할 거", ["주말엔 바쁘고", "버스에서 할 거"]),
     ],
 )
 def test_a_message_is_cut_into_clauses_after_a_connective(message: str, parts: list[str]) -> None:
@@ -996,6 +998,16 @@ def test_a_place_left_aside_is_not_kept_from_before() -> None:
     }
 
 
+def test_whom_the_user_is_busy_looking_after_is_no_company_asked_for(
+    embedder: Embedder, facets: FacetReaders
+) -> None:
+    message = "주말엔 애들 보느라 바쁘고, 출퇴근 버스 안에서 할 수 있는 게 좋겠어"
+    read = facets.read(
+        message, embedder.embed_queries([message])[0], embedder.embed_queries(clauses(message))
+    )
+    assert read.constraints == {Constraint.MOVING}
+
+
 def test_a_clause_giving_a_reason_does_not_add_a_second_place(
     embedder: Embedder, facets: FacetReaders
 ) -> None:
@@ -1263,6 +1275,11 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("나만 하는 거 말고", {Constraint.ALONE: 2}),
         ("평일 출근길이나 주말에", {Constraint.MOVING: 6}),  # a way to work, whatever follows
         ("장사 말고 이웃들이랑", {Constraint.WORK: 2, Constraint.NEIGHBOURS: 8}),  # a shop's work
+        (
+            "주말엔 애들 보느라 바쁘고, 버스 안에서",
+            {Constraint.MOVING: 18},
+        ),  # a reason, not company
+        ("애들이랑 할 건데 일하느라 바빠서", {Constraint.FAMILY: 2}),
     ],
 )
 def test_constraints_are_found_in_their_words_and_not_in_look_alikes(
