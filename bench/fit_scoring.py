@@ -52,7 +52,9 @@ from bench.reader_checks import (
 #: how much, where, why …, half of them held by one catalogue sentence, labelled with it),
 #: tuned on, and aspects_held, such questions about other challenges, held out; critiques (a
 #: first ask, then a critique, a third of them one its field cannot meet), tuned on, and
-#: critiques_held, such conversations written apart, held out.
+#: critiques_held, such conversations written apart, held out; critiques2, 30 more (a third of
+#: them a critique the field cannot meet well, some with a third turn), held out; people2, 40
+#: first asks telling who the user is (a driver, a nurse, a 해녀, a shop owner …), held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -67,9 +69,19 @@ SPLITS = (
     "aspects_held",
     "critiques",
     "critiques_held",
+    "critiques2",
+    "people2",
 )
 #: The splits run only to report, never tuned on.
-HELD_OUT = ("test", "situations_held", "people_held", "aspects_held", "critiques_held")
+HELD_OUT = (
+    "test",
+    "situations_held",
+    "people_held",
+    "aspects_held",
+    "critiques_held",
+    "critiques2",
+    "people2",
+)
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (
     "easy",
