@@ -1,11 +1,10 @@
 """Fixtures shared across the suite."""
 
-import os
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.vllm_server import VLLMVenvMissing, build_tiny_model, vllm_python
+from tests.e2e.vllm_server import VLLMVenvMissing, served_model_dir
 from tests.integration_fixtures import (  # noqa: F401  (fixtures)
     client,
     gateway,
@@ -22,24 +21,15 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _cache_dir() -> Path:
-    env = os.environ.get("ECO_CACHE_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "eco-gateway"
-
-
 @pytest.fixture(scope="session")
 def vllm_model_dir() -> Path:
     """The model folder vLLM serves in the end-to-end tests (and the preflight checks):
     ``ECO_E2E_MODEL``, or the tiny random Qwen2 built (once, then reused) with the vLLM venv's
     libraries. Fails, saying what to run, when that venv is missing."""
     try:
-        vllm_python()
+        return served_model_dir()
     except VLLMVenvMissing as exc:
         pytest.fail(str(exc), pytrace=False)
-    env = os.environ.get("ECO_E2E_MODEL")
-    if env:
-        return Path(env).expanduser()
-    return build_tiny_model(_cache_dir())
 
 
 _skipped: list[str] = []

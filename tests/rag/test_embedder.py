@@ -28,6 +28,7 @@ from app.rag.embedder import (
     infer_prefixes,
     load_embedder,
 )
+from tests.support.store import stored_points
 
 CORPUS = Path(__file__).resolve().parents[2] / "app" / "rag" / "data" / "challenges.jsonl"
 
@@ -77,10 +78,13 @@ def default_embedder() -> Embedder:
 
 
 @pytest.fixture(scope="module")
-def corpus_vectors(default_embedder: Embedder) -> tuple[list[Document], np.ndarray]:
-    """The bundled corpus and its passage vectors (embedding 96 documents takes seconds)."""
+def corpus_vectors(store_template: Path) -> tuple[list[Document], np.ndarray]:
+    """The bundled corpus and its passage vectors, as the real ingest embedded them into the
+    suite's shared store (tests/support/store.py: embedding 408 documents again took 45 s)."""
     documents = load_corpus(CORPUS)
-    return documents, default_embedder.embed_passages([d.text for d in documents])
+    points = stored_points(store_template / "qdrant")
+    row = {payload["doc_id"]: i for i, payload in enumerate(points.payloads)}
+    return documents, points.dense[[row[d.id] for d in documents]]
 
 
 @pytest.fixture(scope="module")
