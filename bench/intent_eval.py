@@ -61,7 +61,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from app.chat.candidates import EVERY_FIELD_K  # noqa: E402
 from app.chat.constraints import (  # noqa: E402
+    Constraint,
     clauses,
     leaving_aside,
     toward,
@@ -90,6 +92,7 @@ from app.chat.intent_bank import (  # noqa: E402
     example_vectors,
     load_examples,
 )
+from app.chat.ranking import rank  # noqa: E402
 from app.chat.sentence_bank import build_fit_bank  # noqa: E402
 from app.chat.sessions import SessionState, Turn  # noqa: E402
 from app.chat.subjects import Subjects  # noqa: E402
@@ -98,6 +101,7 @@ from app.rag.corpus import Document, load_corpus  # noqa: E402
 from app.rag.embedder import Embedder, load_embedder  # noqa: E402
 from app.rag.ingest import ingest  # noqa: E402
 from app.rag.retriever import HybridRetriever, SearchMode  # noqa: E402
+from app.rag.scope import Scope  # noqa: E402
 from app.rag.store_edge import EdgeStore  # noqa: E402
 
 DATA = ROOT / "bench" / "data" / "intent"
@@ -262,13 +266,17 @@ def evaluate(
     }
 
 
-def _nearest(embedder: Embedder) -> Callable[[str, np.ndarray | None], list[Category]]:
-    """The categories of a message's 10 nearest catalogue documents (by its embedding, or by
-    its words alone when there is none)."""
+def _catalogue_retriever(embedder: Embedder) -> HybridRetriever:
+    """The catalogue embedded into an in-memory store, searched as the gateway searches it."""
     store = EdgeStore(":memory:")
     ingest(store, "intent", embedder, load_corpus(CORPUS))
     store.optimize("intent")
-    retriever = HybridRetriever(store, "intent", embedder)
+    return HybridRetriever(store, "intent", embedder)
+
+
+def _nearest(retriever: HybridRetriever) -> Callable[[str, np.ndarray | None], list[Category]]:
+    """The categories of a message's 10 nearest catalogue documents (by its embedding, or by
+    its words alone when there is none)."""
 
     def nearest(message: str, vector: np.ndarray | None) -> list[Category]:
         mode = SearchMode.LEXICAL if vector is None else SearchMode.HYBRID
@@ -290,11 +298,10 @@ def _catalogue(
 
 
 def _served(
-    embedder: Embedder,
-    knn: IntentClassifier,
-    nearest: Callable[[str, np.ndarray | None], list[Category]],
+    embedder: Embedder, knn: IntentClassifier, retriever: HybridRetriever
 ) -> Callable[[Turn_, np.ndarray], Intent]:
     """The gateway's whole reading of a turn with its embedding (``served`` above)."""
+    nearest = _nearest(retriever)
     fit = build_fit_bank(embedder, CORPUS)
     facets = build_facets(embedder)
     corpus = load_corpus(CORPUS)
@@ -362,6 +369,18 @@ def _served(
         async def said_by_shown(self) -> bool:
             shown = [documents[i] for i in self.state.last_shown if i in documents]
             return bool(subjects.said_by(self.message, shown))
+
+        async def meets_nearest_in_field(self, constraints: frozenset[Constraint]) -> bool:
+            # The bench's turns keep no topic: the last user message stands for it.
+            state = self.state
+            text = f"{state.turns[-1].user} {self.message}"
+            scope = Scope(exclude=state.shown)
+            vector = embedder.embed_queries([text])[0]
+            hits = retriever.search(text, k=EVERY_FIELD_K, scope=scope, vector=vector)
+            met = rank(hits, constraints=constraints)
+            return (
+                not met.unmet and bool(met.hits) and met.hits[0].document.category is state.category
+            )
 
     def decide(turn: Turn_, vector: np.ndarray) -> Intent:
         evidence = fused_evidence(nearest(turn.message, vector), fit.categories(vector, 10))
@@ -521,7 +540,8 @@ def main() -> int:
     designs: dict[str, IntentClassifier] = {}
     wanted = args.designs.split(",")
     needs_catalogue = "knn+catalogue" in wanted or "served" in wanted
-    nearest = _nearest(embedder) if needs_catalogue else None
+    retriever = _catalogue_retriever(embedder) if needs_catalogue else None
+    nearest = _nearest(retriever) if retriever is not None else None
     evidence = _catalogue(nearest) if nearest is not None else None
     for name in wanted:
         if name == "knn":
@@ -549,9 +569,9 @@ def main() -> int:
             runs["knn+catalogue"] = lambda t, v, knn=knn: knn.decide(
                 t.message, v, t.state, evidence=evidence(t.message, v)
             )
-        if nearest is not None and "served" in wanted:
+        if retriever is not None and "served" in wanted:
             knn = IntentClassifier(examples, bank)
-            runs["served"] = _served(embedder, knn, nearest)
+            runs["served"] = _served(embedder, knn, retriever)
         if "lexical" in wanted:
             intents = build_intents(embedder, args.examples)
             runs["lexical"] = (lambda i: lambda t, _: i.decide(t.message, None, t.state))(intents)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from opentelemetry import trace
@@ -26,7 +26,7 @@ from opentelemetry import trace
 from app.chat.constraints import Constraint, satisfies
 from app.chat.fit import FitBank
 from app.chat.intent import Intent, IntentKind
-from app.chat.ranking import Situation, rank
+from app.chat.ranking import Ranked, Situation, rank
 from app.chat.sessions import SessionState
 from app.config import ChatSettings
 from app.domain.categories import SHOP, Category
@@ -59,8 +59,9 @@ BEST_FITTING_JOINED = 3
 #: bench/README.md "Eighteenth pass").
 WEAK_FIELD_MARGIN = 0.05
 _WEAKLY_MEETING = 3  # so few meeting it that every field's are looked at too
-#: Documents fitting the situation looked at to see which other categories still have some.
-_ANOTHER_FIELD_K = 60
+#: Documents of every field looked at to see which fields still have some that fit the situation
+#: and meet the constraints (another field, and the field a critique meets nearest).
+EVERY_FIELD_K = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,13 +305,9 @@ class Candidates:
     async def nearest_meeting(
         self, query: Query, state: SessionState, constraints: frozenset[Constraint]
     ) -> Category | None:
-        """The field of the challenge nearest ``query`` that meets ``constraints``, in one
-        search of every field (fitting the situation, not shown yet); None when none meets
-        them or the store fails."""
-        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
-        met = rank(
-            await self.search(query, scope, k=_ANOTHER_FIELD_K) or (), constraints=constraints
-        )
+        """The field of the challenge nearest ``query`` that meets ``constraints`` (fitting the
+        situation, not shown yet); None when none meets them or the store fails."""
+        met = await self._meeting_everywhere(query, state, constraints)
         return None if met.unmet or not met.hits else met.hits[0].document.category
 
     async def another_field(
@@ -325,13 +322,26 @@ class Candidates:
         best challenge there that fits the user's situation and the constraints in force and
         was not shown yet (some situations fit none in some categories)."""
         seen = {state.category, state.base_category, away_from}
-        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
-        hits = await self.search(query, scope, k=_ANOTHER_FIELD_K) or ()
-        elsewhere = [hit for hit in hits if hit.document.category not in seen]
-        ranked = rank(elsewhere, constraints=constraints).hits
+        ranked = (await self._meeting_everywhere(query, state, constraints, away=seen)).hits
         if ranked:
             return ranked[0].document.category
         return random.choice([c for c in Category if c not in seen])
+
+    async def _meeting_everywhere(
+        self,
+        query: Query,
+        state: SessionState,
+        constraints: frozenset[Constraint],
+        *,
+        away: Collection[Category | None] = (),
+    ) -> Ranked:
+        """The challenges of every field but those ``away`` nearest ``query``, in one search
+        (fitting the situation, not shown yet), ranked by ``constraints``: those that meet them
+        first."""
+        scope = Scope(None, state.location, state.work_type, exclude=state.shown)
+        hits = await self.search(query, scope, k=EVERY_FIELD_K) or ()
+        elsewhere = [hit for hit in hits if hit.document.category not in away]
+        return rank(elsewhere, constraints=constraints)
 
     async def for_situation(
         self,

@@ -44,7 +44,7 @@ from app.chat.intent import (
 )
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
-from app.chat.subjects import Subjects
+from app.chat.subjects import Subjects, names_a_field
 from app.domain.categories import Category
 from app.rag.corpus import COMPANY, PLACES, Document
 
@@ -551,6 +551,13 @@ class Readings(Protocol):
         them)."""
         ...
 
+    async def meets_nearest_in_field(self, constraints: frozenset[Constraint]) -> bool:
+        """Whether, searched with the conversation's topic and the message, the challenge
+        nearest it that meets ``constraints`` (fitting the situation, not shown yet) is of the
+        conversation's field (asked only of a critique read as a switch by its matter alone:
+        :func:`switched_by_matter`)."""
+        ...
+
 
 async def in_conversation(
     message: str,
@@ -672,7 +679,32 @@ async def in_conversation(
     doable = asks_if_doable(message)
     nearer = readings.shown_fit() if doable else None
     intent, facets = asked_if_doable(intent, facets, state, doable=doable, nearer_shown=nearer)
+    if switched_by_matter(
+        message, intent, facets, state, leaves_aside=leaves_aside
+    ) and await readings.meets_nearest_in_field(in_force(Intent(IntentKind.ASK), facets, state)):
+        # "지하철 타고 출퇴근하는 한 시간 동안" after a study of the climate: its field's own
+        # podcast lies nearer than the subway itself.
+        intent = Intent(IntentKind.ASK)
     return asked_as_who_one_is(message, intent, state), facets
+
+
+def switched_by_matter(
+    message: str, intent: Intent, facets: Facets, state: SessionState, *, leaves_aside: bool
+) -> bool:
+    """Whether a critique reads as a switch by its matter alone: it names no field, in name or
+    in words, and leaves nothing aside. It stays in its field where the field meets it nearest
+    (:meth:`Readings.meets_nearest_in_field`): "동호회는 … 나 혼자서, 평일 출근길이나 외근 다닐
+    때" after a hiking club's plogging had moved to commuting."""
+    return bool(
+        intent.kind is IntentKind.SWITCH
+        and facets.constraints
+        and state.turns
+        and state.category is not None
+        and intent.category is not state.category
+        and not leaves_aside
+        and named_category(message) is None
+        and not names_a_field(message)
+    )
 
 
 def asked_as_who_one_is(message: str, intent: Intent, state: SessionState) -> Intent:

@@ -197,6 +197,12 @@ class _Readings:
     async def said_by_shown(self) -> bool:
         return await self.planner._said_by_shown(self.message, self.query, self.state)
 
+    async def meets_nearest_in_field(self, constraints: frozenset[Constraint]) -> bool:
+        planner = self.planner
+        return await planner._meets_nearest_in_field(
+            self.message, self.query, self.state, constraints
+        )
+
 
 class Planner:
     def __init__(
@@ -283,8 +289,6 @@ class Planner:
         )
         if intent.kind in (IntentKind.OFF_TOPIC, IntentKind.NONSENSE):
             return FRIENDLY_REPLY
-        if await self._critique_stays(turn.message, query, intent, facets, wants, state):
-            intent = Intent(IntentKind.ASK)
         # "처음 거로 다시 보여줘": the first answer's challenges again, as they were shown.
         again = _first_answer(state) if asks_to_see_again(turn.message) else None
         if again is not None:
@@ -530,37 +534,15 @@ class Planner:
             message, intent, facets, state, readings, leaves_aside=wants is not None
         )
 
-    async def _critique_stays(
-        self,
-        message: str,
-        query: Query,
-        intent: Intent,
-        facets: Facets,
-        wants: Query | None,
-        state: SessionState,
+    async def _meets_nearest_in_field(
+        self, message: str, query: Query, state: SessionState, constraints: frozenset[Constraint]
     ) -> bool:
-        """Whether a critique that the conversation's words read as a switch by its matter
-        alone (naming no field, leaving nothing aside) stays in its field: searched with the
-        conversation's topic, the challenge nearest it that meets the constraints is the
-        field's own. "동호회는 … 나 혼자서, 평일 출근길이나 외근 다닐 때" after a hiking club's
-        plogging had moved to commuting; "지하철 타고 출퇴근하는 한 시간 동안" after a study
-        of the climate, to the subway itself."""
-        if not (
-            intent.kind is IntentKind.SWITCH
-            and facets.constraints
-            and state.turns
-            and state.topic
-            and state.category is not None
-            and intent.category is not state.category
-            and wants is None
-            and named_category(message) is None
-            and not names_a_field(message)
-        ):
+        """:meth:`app.chat.follow_up.Readings.meets_nearest_in_field`: one search of every
+        field, by the conversation's topic and the message (none without a topic)."""
+        if not state.topic:
             return False
         search = Query(f"{state.topic} {message}", lexical=query.lexical)
-        constraints = in_force(Intent(IntentKind.ASK), facets, state)
-        nearest = await self._candidates.nearest_meeting(search, state, constraints)
-        return nearest is state.category
+        return await self._candidates.nearest_meeting(search, state, constraints) is state.category
 
     def _ranked(
         self,

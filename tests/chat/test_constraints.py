@@ -290,6 +290,31 @@ def test_a_critique_read_as_another_field_stays_when_it_says_only_its_constraint
     assert said == stays
 
 
+def test_a_critique_switched_by_its_matter_alone_is_one_to_see_against_its_field() -> None:
+    from app.chat.follow_up import switched_by_matter
+    from app.chat.intent import Intent
+
+    shown = _state()  # in VEGAN
+    elsewhere = Intent(IntentKind.SWITCH, Category.CARBON_FOOTPRINT)
+    moving = Facets(constraints=frozenset({Constraint.MOVING}))
+    subway = "지하철 타고 출퇴근하는 동안 할 수 있는 걸로"
+    assert switched_by_matter(subway, elsewhere, moving, shown, leaves_aside=False)
+    # It names a field, in name or in words, or leaves something aside: it goes where it says.
+    named = "탄소발자국 쪽으로, 출퇴근하는 동안 할 수 있는 걸로"
+    assert not switched_by_matter(named, elsewhere, moving, shown, leaves_aside=False)
+    words = "전기 아끼는 걸로, 출퇴근하는 동안 할 수 있는 걸로"
+    assert not switched_by_matter(words, elsewhere, moving, shown, leaves_aside=False)
+    assert not switched_by_matter(subway, elsewhere, moving, shown, leaves_aside=True)
+    # No constraint, no switch, a switch to its own field, or nothing said yet: nothing to see.
+    assert not switched_by_matter(subway, elsewhere, Facets(), shown, leaves_aside=False)
+    ask = Intent(IntentKind.ASK)
+    assert not switched_by_matter(subway, ask, moving, shown, leaves_aside=False)
+    own = Intent(IntentKind.SWITCH, Category.VEGAN)
+    assert not switched_by_matter(subway, own, moving, shown, leaves_aside=False)
+    fresh = SessionState("s")
+    assert not switched_by_matter(subway, elsewhere, moving, fresh, leaves_aside=False)
+
+
 @pytest.mark.parametrize(
     ("message", "only"),
     [
