@@ -1033,6 +1033,23 @@ def test_whom_the_user_is_busy_looking_after_is_no_company_asked_for(
     assert read.constraints == {Constraint.MOVING}
 
 
+@pytest.mark.parametrize(
+    ("message", "family"),
+    [
+        ("아기 키우는데 물티슈 대신 쓸 만한 거 없나", False),  # a parent's own: a wet towel
+        ("딸 키우는 엄마인데 장난감 쓰레기가 너무 많아요", False),
+        ("초등학생 아들 키우는데 같이 할 만한 거", True),  # asked to do it together
+        ("아이 키우는 집이라 애들이랑 할 수 있는 거", True),
+    ],
+)
+def test_a_child_the_user_raises_is_who_the_user_is_not_company_asked_for(
+    message: str, family: bool, embedder: Embedder, facets: FacetReaders
+) -> None:
+    parts = clauses(message)
+    read = facets.read(message, embedder.embed_queries([message])[0], embedder.embed_queries(parts))
+    assert (Constraint.FAMILY in read.constraints) is family
+
+
 def test_a_clause_giving_a_reason_does_not_add_a_second_place(
     embedder: Embedder, facets: FacetReaders
 ) -> None:
