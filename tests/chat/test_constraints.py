@@ -1383,6 +1383,9 @@ def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
         ("대학생 추천좀", True),
         ("간호사인데 할 만한 거 있어?", True),
         ("정년퇴직했는데 뭐 할까요", True),
+        ("택시 운전 10년째인데 나도 할 수 있는 거 있나", True),  # a trade, by driving for it
+        ("미용사로 일하는데 할 만한 거", True),
+        ("택시 타고 다니는데 맛집 추천좀", False),  # a passenger
         ("맛집 추천좀", False),
         ("기후 쪽 대학원 추천좀", False),  # a school, not who asks
     ],
