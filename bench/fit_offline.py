@@ -28,6 +28,7 @@ import logging
 import os
 import sys
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -38,12 +39,14 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fit_bench import load, rate  # noqa: E402
 from bench.fit_scoring import (  # noqa: E402
+    MISSES,
     SPLITS,
     answered,
     answered_plainly,
     first_fits,
     fitting,
     rule_by_traits,
+    where_missed,
 )
 
 RESULTS = ROOT / "bench" / "results"
@@ -102,6 +105,7 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
             earlier: list[str | None] = []
             previous: list[str | None] = []
             given: tuple[str, str] | None = None  # base-info's location and work type
+            before: str | None = None  # the field the conversation was in before the turn
             for number, step in enumerate(convo["steps"]):
                 label = step["label"]
                 if "base" in step:
@@ -121,10 +125,12 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     turn = FreeTextTurn(session, None, time.monotonic(), step["message"])
                     plan = await planner.free_text(turn)
                 ids: list[str | None] = []
+                pool: list[str] = []  # every candidate, in the planner's order
                 recommend = ""
                 read: list[str] | None = None  # the constraints in force, as the planner read them
                 if isinstance(plan, TurnPlan) and plan.lead is not None:
-                    ids = [plan.lead.document.id, *(h.document.id for h in plan.candidates[:2])]
+                    pool = [plan.lead.document.id, *(h.document.id for h in plan.candidates)]
+                    ids = list(pool[:3])
                     recommend = plan.recommend or ""
                     read = sorted(plan.constraints)
                     await remember(sessions, plan, tuple(i for i in ids if i))
@@ -136,6 +142,9 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                         "shown": ids,
                         "recommend": recommend,
                         "first_fits": first_fits(ids, label),
+                        "missed": where_missed(
+                            ids, label, pool=pool, before=before, earlier=earlier
+                        ),
                         "fitting": fitting(ids, label),
                         "rule_by_traits": rule_by_traits(ids, label, recommend, earlier, previous),
                         "answered": answered(ids, label, recommend),
@@ -159,6 +168,8 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 )
                 earlier += ids
                 previous = ids or previous
+                if isinstance(plan, TurnPlan) and plan.lead is not None:
+                    before = plan.category.name
     return rows
 
 
@@ -194,6 +205,12 @@ def main() -> int:
     for metric, rates in table.items():
         cells = (f"{rates[k]:>10.3f}" if rates[k] is not None else f"{'-':>10}" for k in kinds)
         print(f"{metric:<16}" + "".join(cells))
+    misses = {
+        kind: Counter(r["missed"] for r in rows if kind in ("all", r["kind"])) for kind in kinds
+    }
+    print("where a first that does not fit went wrong (bench/fit_scoring.py where_missed):")
+    for miss in MISSES:
+        print(f"  {miss:<14}" + "".join(f"{misses[k][miss]:>10}" for k in kinds))
     if args.failures:
         for row in rows:
             if row["first_fits"] is False:
@@ -202,7 +219,14 @@ def main() -> int:
     out = RESULTS / f"fit_offline_{args.split}.json"
     out.write_text(
         json.dumps(
-            {"split": args.split, "summary": table, "turns": rows}, ensure_ascii=False, indent=1
+            {
+                "split": args.split,
+                "summary": table,
+                "misses": {k: {m: misses[k][m] for m in MISSES} for k in kinds},
+                "turns": rows,
+            },
+            ensure_ascii=False,
+            indent=1,
         ),
         encoding="utf-8",
     )

@@ -54,7 +54,8 @@ from bench.reader_checks import (
 #: first ask, then a critique, a third of them one its field cannot meet), tuned on, and
 #: critiques_held, such conversations written apart, held out; critiques2, 30 more (a third of
 #: them a critique the field cannot meet well, some with a third turn), held out; people2, 40
-#: first asks telling who the user is (a driver, a nurse, a 해녀, a shop owner …), held out.
+#: first asks telling who the user is (a driver, a nurse, a 해녀, a shop owner …), held out;
+#: people3, 40 more by another helper, to tune on.
 SPLITS = (
     "dev",
     "dev2",
@@ -71,6 +72,7 @@ SPLITS = (
     "critiques_held",
     "critiques2",
     "people2",
+    "people3",
 )
 #: The splits run only to report, never tuned on.
 HELD_OUT = (
@@ -255,6 +257,47 @@ def first_fits(ids: Sequence[str | None], label: Mapping[str, Any]) -> bool | No
     if not label["first_ok"]:
         return None
     return bool(ids) and ids[0] in label["first_ok"]
+
+
+#: Where a first that does not fit went wrong (:func:`where_missed`), in the order checked.
+MISSES = ("stayed", "left", "field", "ranked", "searched", "shown", "unmet")
+
+
+def where_missed(
+    ids: Sequence[str | None],
+    label: Mapping[str, Any],
+    *,
+    pool: Sequence[str],
+    before: str | None,
+    earlier: Sequence[str | None],
+) -> str | None:
+    """Where the answer's first challenge went wrong when it does not fit (None when it fits,
+    nothing fits first, or nothing was shown), read off the catalogue's categories: the field
+    first, "stayed" in the one the conversation was in (``before``, a category code) when the
+    label puts only other fields' first, "left" it when the label keeps to it, "field" another
+    wrong field; in a right field, "ranked" an acceptable first was among the candidates
+    (``pool``, in the planner's order) but not first, "shown" every acceptable first had been
+    shown before (``earlier``), "unmet" none left satisfies the constraints by the catalogue's
+    traits, else "searched": the search did not bring one."""
+    if not ids or ids[0] is None or first_fits(ids, label) is not False:
+        return None
+    rows = catalogue_traits()
+    wanted = set(label["first_ok"])
+    fields = {rows[i]["category"] for i in wanted if i in rows}
+    first = rows.get(ids[0], {}).get("category")
+    if first not in fields:
+        if before is not None and first == before:
+            return "stayed"
+        return "left" if before in fields else "field"
+    if wanted & set(pool):
+        return "ranked"
+    left = wanted - set(earlier)
+    if not left:
+        return "shown"
+    constraints = label.get("constraints") or ()
+    if not any(satisfies_by_traits(i, constraints) for i in left):
+        return "unmet"
+    return "searched"
 
 
 def fitting(ids: Sequence[str | None], label: Mapping[str, Any]) -> int:

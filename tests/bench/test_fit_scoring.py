@@ -19,6 +19,7 @@ from bench.fit_scoring import (
     speaks,
     stems,
     unique_openings,
+    where_missed,
 )
 from bench.reader_checks import Turn
 
@@ -52,6 +53,28 @@ def _turn(recommend: str, titles: list[str], message: str | None = "카페 컵 �
         terminal="close",
         close={"recommend": recommend, "challenges": items},
     )
+
+
+def test_where_a_first_that_does_not_fit_went_wrong() -> None:
+    label = _label()  # zero waste's tumbler and return cup first
+
+    def missed(ids: list[str], pool: list[str] | None = None, **kw: Any) -> str | None:
+        kw.setdefault("before", None)
+        kw.setdefault("earlier", [])
+        return where_missed(ids, label, pool=pool or ids, **kw)
+
+    assert missed(["zw-001"]) is None  # it fits
+    assert where_missed([], label, pool=[], before=None, earlier=[]) is None  # nothing shown
+    # The field: kept when only another's fit, left when its own did, or another wrong one.
+    assert missed(["es-001"], before="ENERGY_SAVING") == "stayed"
+    assert missed(["es-001"], before="ZERO_WASTE") == "left"
+    assert missed(["es-001"]) == "field"
+    # The right field: a fitting one ranked below, never searched, shown before, or unmet.
+    assert missed(["zw-009"], ["zw-009", "zw-005", "zw-024"]) == "ranked"
+    assert missed(["zw-009"]) == "searched"
+    assert missed(["zw-009"], earlier=["zw-001", "zw-024"]) == "shown"
+    unmet = _label(constraints=["work"], first_ok=["zw-024"])  # the return cup is not for work
+    assert where_missed(["zw-009"], unmet, pool=["zw-009"], before=None, earlier=[]) == "unmet"
 
 
 def test_shown_ids_reads_catalogue_titles_and_marks_strangers() -> None:
