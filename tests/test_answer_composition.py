@@ -480,7 +480,7 @@ async def test_a_shop_told_alone_begins_with_a_shops_first_steps(
         # "대학생 추천좀" had been refused as off the topic, as "맛집 추천좀" still is.
         ("c5e", "대학생 추천좀", True),
         ("c5f", "맛집 추천좀", False),
-        ("c5g", "택시 운전 10년째인데 나도 할 수 있는 거 있나", True),  # a trade, as a person
+        ("c5t", "택시 운전 10년째인데 나도 할 수 있는 거 있나", True),  # a trade, as a person
         # The examples' words (appliances, cleaning) had voted the filter question off the
         # topic; one challenge's asks say it. A request off the topic stays refused.
         ("c5l", "에어컨 필터는 얼마나 자주 청소해야 해요?", True),

@@ -653,15 +653,15 @@ _BUSY_WITH = re.compile(
 
 
 #: A child the user is raising, told as who the user is ("아기 키우는데 물티슈 대신 …", "애 둘
-#: 키우면서", "딸 키우는 엄마인데"): a parent's own challenge ("물티슈 대신 젖은 수건 챙기기", done alone) fits as
-#: well as one done with the child, unless the message asks to do it together
-#: (:data:`_TOGETHER`: "아들 키우는데 같이 할 만한 거").
+#: 키우면서", "딸 키우는 엄마인데"): a parent's own challenge ("물티슈 대신 젖은 수건 챙기기",
+#: done alone) fits as well as one done with the child, unless the message asks to do it
+#: together (:data:`_TOGETHER`: "아들 키우는데 같이 할 만한 거").
 _RAISING = re.compile(
     r"(?:애들|아이들?|아기|애기|(?<![가-힣])애|아들|(?<![가-힣])딸|손주)[가-힣]*"
     r"(?:\s+(?:둘|셋|넷|하나|한\s*명|두\s*명|세\s*명))?"
     r"\s+키우(?:는(?:\s*(?:엄마|아빠|부모|집))?|고|면서|다|며)"
 )
-_TOGETHER = re.compile(r"같이|함께|데리고|(?:이|)랑\s+(?:할|해|하는|놀)")
+_TOGETHER = re.compile(r"같이|함께|데리고|이?랑\s+(?:할|해|하는|놀)")
 
 
 def raises_a_child(message: str) -> bool:

@@ -198,8 +198,7 @@ class _Readings:
         return await self.planner._said_by_shown(self.message, self.query, self.state)
 
     async def meets_nearest_in_field(self, constraints: frozenset[Constraint]) -> bool:
-        planner = self.planner
-        return await planner._meets_nearest_in_field(
+        return await self.planner._meets_nearest_in_field(
             self.message, self.query, self.state, constraints
         )
 

@@ -483,7 +483,9 @@ def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
     ):
         read = facets.read(message, embedder.embed_queries([message])[0])
         assert read.constraints == {place}, message
-    child = "아이 키우는데 할 만한 거"
+    # A child the user raises is who the user is; doing it with the child is family
+    # (test_a_child_the_user_raises_is_who_the_user_is_not_company_asked_for).
+    child = "아이 키우는데 아이랑 같이 할 만한 거"
     parts = embedder.embed_queries(clauses(child))
     read = facets.read(child, embedder.embed_queries([child])[0], parts)
     assert Constraint.FAMILY in read.constraints
