@@ -55,7 +55,8 @@ from bench.reader_checks import (
 #: critiques_held, such conversations written apart, held out; critiques2, 30 more (a third of
 #: them a critique the field cannot meet well, some with a third turn), held out; people2, 40
 #: first asks telling who the user is (a driver, a nurse, a 해녀, a shop owner …), held out;
-#: people3, 40 more by another helper, to tune on.
+#: people3, 40 more by another helper, and critiques3, 30 more conversations of a first ask and
+#: one or two critiques in a stranger's words (74 turns), to tune on.
 SPLITS = (
     "dev",
     "dev2",
@@ -73,6 +74,7 @@ SPLITS = (
     "critiques2",
     "people2",
     "people3",
+    "critiques3",
 )
 #: The splits run only to report, never tuned on.
 HELD_OUT = (
