@@ -56,7 +56,9 @@ from bench.reader_checks import (
 #: them a critique the field cannot meet well, some with a third turn), held out; people2, 40
 #: first asks telling who the user is (a driver, a nurse, a 해녀, a shop owner …), held out;
 #: people3, 40 more by another helper, and critiques3, 30 more conversations of a first ask and
-#: one or two critiques in a stranger's words (74 turns), to tune on.
+#: one or two critiques in a stranger's words (74 turns), to tune on; critiques4, 30 more such
+#: conversations by a third helper (72 turns, half the first asks telling who the user is),
+#: held out.
 SPLITS = (
     "dev",
     "dev2",
@@ -75,6 +77,7 @@ SPLITS = (
     "people2",
     "people3",
     "critiques3",
+    "critiques4",
 )
 #: The splits run only to report, never tuned on.
 HELD_OUT = (
@@ -85,6 +88,7 @@ HELD_OUT = (
     "critiques_held",
     "critiques2",
     "people2",
+    "critiques4",
 )
 KINDS = ("first", "question", "critique", "among", "more", "switch", "base")
 CONSTRAINTS = (

@@ -561,23 +561,24 @@ _SAYS_MORE = re.compile(
 #: the letters around them ("아이폰", "딸기", "잠깐만", "쉽게 설명해", "귀찮아도"), and "부담
 #: 없는" beside 비용 is the cost's, not the effort's.
 _CUES = {
-    Constraint.HOME: r"집에서|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
+    Constraint.HOME: r"집에서|재택|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
     r"|원룸|자취방|(?<![가-힣])방\s*안|집에\s*(?:만\s*)?(?:있(?!으면(?!서))|머물)",
-    Constraint.WORK: r"회사에서|사무실|직장|현장에서|일터|근무\s*중|업무|장사"
+    Constraint.WORK: r"회사에서|사무실|직장(?!인)|현장에서|일터|근무\s*중|업무|장사"
     r"|가게(?!\s*(?:되|돼|까지|에\s*가|로\s*가))|매장"
-    r"|탕비실",
+    r"|탕비실|(?:우리|저희)\s*회사|회사\s*(?:안|내)|사내|공장|(?:제|내|각자|자기)\s*자리에서",
     Constraint.OUTSIDE: r"밖에서|밖으로|밖에\s*나가|바깥|야외|공원|산책|데리고\s*나가"
-    r"|나가(?:서)?\s*놀",
+    r"|나가(?:서)?\s*놀|캠핑장|캠핑\s*(?:가|갈|와)",
     Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
     r"|(?:출근|퇴근|등굣|하굣|외근)길"
-    r"|나들이|놀러\s*(?:가|갈|간|다니|나가)|외근|비행기|기차",
-    Constraint.ALONE: r"혼자|(?<![가-힣])나만(?!의)|자취|개인적으로",
+    r"|나들이|놀러\s*(?:가|갈|간|다니|나가)|외근|비행기|기차|차\s*(?:를\s*)?(?:몰|끌)",
+    # (living alone is who one is: "혼자 사는 직장인인데", "자취 3년차인데")
+    Constraint.ALONE: r"혼자(?!\s*(?:살|사는|사니|삽|산\s))|(?<![가-힣])나만(?!의)|개인적으로",
     Constraint.FAMILY: r"가족|아이(?![폰스디템콘])|애들|애랑|(?<![가-힣])애(?:가|\s*(?:둘|셋|키우))"
     r"|아들|(?<![가-힣])딸(?!기)|남편|아내"
     r"|와이프|부모님|식구|엄마|아빠|손주|손자|손녀|조카|할머니|할아버지|시댁|처가",
     Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원"
     r"|같이\s*일하는\s*사람",
-    Constraint.EASY: r"간단|쉬운|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가"
+    Constraint.EASY: r"간단|쉬운|쉽고|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가"
     r"|금방(?!\s*(?:지치|지쳐|질리|질려|포기|심심))"
     r"|잠깐(?!만)|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운"
     r"|귀찮(?!아도|더라도|지만)|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)"
@@ -589,7 +590,8 @@ _CUES = {
     r"|비용\s*(?:없|안|부담\s*없)|(?:안|않고)\s*사고|사지\s*않"
     r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)"
     r"|돈\s*(?:이\s*)?드는\s*(?:건|거|것)\s*(?:좀|싫|별로|부담|빼)",
-    Constraint.NEIGHBOURS: r"이웃|동네\s*(?:사람|분)|주민|마을\s*(?:사람|분)|반상회|아파트\s*사람"
+    Constraint.NEIGHBOURS: r"이웃|(?:동네|마을)\s*(?:사람|분|어르신|어른)|주민|반상회"
+    r"|아파트\s*사람"
     r"|옆집|윗집|아랫집",
 }
 _CUE = {c: re.compile(pattern) for c, pattern in _CUES.items()}
@@ -668,6 +670,12 @@ def raises_a_child(message: str) -> bool:
     """Whether the only family ``message`` tells of is a child the user raises, not asked to
     do it with (:data:`_RAISING`)."""
     return bool(_RAISING.search(message)) and Constraint.FAMILY not in cued(message)
+
+
+def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[Constraint]:
+    """Those of ``constraints`` that ``message`` says in words (:func:`cued`)."""
+    words = cued(message)
+    return frozenset(c for c in constraints if c in words)
 
 
 def cued(message: str) -> dict[Constraint, int]:

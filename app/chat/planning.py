@@ -65,6 +65,7 @@ from app.chat.constraints import (
     left_words,
     ordinal,
     points_at_one,
+    said_in_words,
     says_a_shop,
     says_an_office,
     toward,
@@ -98,7 +99,7 @@ from app.chat.prompts import PromptInput, answer_messages
 from app.chat.ranking import Ranked, Situation, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
-from app.chat.subjects import Subjects, names_a_field
+from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
 from app.domain.categories import CITY, OFFICE, SALES, Category
@@ -156,6 +157,13 @@ _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
 #: 게 있을까요?" had gone to plogging by its meaning: "작업 차량 적재함 덮고 다니기"), one naming
 #: its subject at -0.060 ("식당 운영 중인데 음식물 쓰레기 줄이는 법 있을까요?").
 SHOP_MARGIN = -0.03
+#: A first ask that says this many words of its own (app/chat/subjects.py
+#: ``words_of_its_own``) asks for something, whether or not the catalogue's keywords know its
+#: words: "장 보면 꼭 반은 썩혀서 버리게 돼요 … 음쓰가 너무 많이" (13) and "환경 문제에 …
+#: 뭐부터 보고 읽으면 좋을지" (6) had been answered as "추천 좀 해줘", with anyone's first
+#: steps ("분리배출 네 가지 원칙 지키기"); a plain ask in other words says at most 4 ("여기
+#: 말고 다른 데서 골라 주세요").
+SAYS_ITS_OWN = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +306,11 @@ class Planner:
                 facets = replace(facets, work_type=SALES)
             elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
                 facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
+        if not state.turns:
+            # A conversation's first ask demands only what its words say: the vote's other
+            # readings of it tell who the user is ("주말마다 방파제 낚시 다니는 사람인데요": at
+            # home, by its neighbours), which the search's meaning carries, not a filter.
+            facets = replace(facets, constraints=said_in_words(turn.message, facets.constraints))
         constraints = in_force(intent, facets, state)
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
@@ -515,6 +528,8 @@ class Planner:
             return False
         if named_category(message) or names_a_field(message) or self._subjects.named_in(message):
             return False
+        if len(words_of_its_own(message)) >= SAYS_ITS_OWN:
+            return False  # "장 보면 꼭 반은 썩혀서 버리게 돼요 … 음쓰가": by its meaning
         return reads_no_situation(facets) and not (facets.question or facets.among)
 
     async def _in_conversation(

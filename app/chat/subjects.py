@@ -30,7 +30,7 @@ from app.chat.constraints import cued, field_blanked
 from app.domain.categories import Category
 from app.rag.corpus import Document
 
-__all__ = ["Subjects", "names_a_field"]
+__all__ = ["Subjects", "names_a_field", "words_of_its_own"]
 
 _WORD = re.compile(r"[가-힣]+")
 #: Words that ask for something or carry no subject, as a whole word with its endings: asking
@@ -67,6 +67,18 @@ def names_a_field(message: str) -> bool:
     """Whether ``message`` says, in words, what one field is about (or calls it by a name of
     its own: "줍깅", "캠페인"); "환경", "친환경" are every field's."""
     return any(_FIELD_MATTER.search(word) for word in _WORD.findall(message))  # "환경캠페인"
+
+
+def words_of_its_own(message: str) -> tuple[str, ...]:
+    """The words of ``message`` that are neither asking, nor a field's name or its stuff,
+    nor a particle: what it says of its own, catalogue's word or not ("음쓰가", "썩혀서",
+    "간호사예요"). "추천 좀 해줘" and "환경 챌린지는 어떤 종류가 있어?" say none."""
+    return tuple(
+        word
+        for word in _WORD.findall(field_blanked(message))
+        if not (_ASKING.fullmatch(word) or _FIELD_STUFF.fullmatch(word))
+        and not _PARTICLE.fullmatch(word)
+    )
 
 
 #: What follows a one-syllable noun ("옷은", "책이나", "물로").
