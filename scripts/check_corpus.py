@@ -27,6 +27,7 @@ CATEGORIES = {
 LOCATIONS = ["도시", "바닷가", "산", "농촌"]
 WORK_TYPES = ["사무직", "현장직", "영업직", "재택근무"]
 SHOP = "가게"  # a shop told alone (app/domain/categories.py SHOP): a firsts key, no work type
+DRIVING = "운전"  # one who drives for a living (app/domain/categories.py DRIVING): the same
 FIELDS = {
     "id",
     "title",
@@ -70,6 +71,7 @@ FIRSTS_KEYS = [
     *(f"at:{x}" for x in LOCATIONS),
     *(f"job:{x}" for x in WORK_TYPES),
     f"job:{SHOP}",  # a shop's work: its firsts are checked for ease alone (see below)
+    f"job:{DRIVING}",  # a driver's: done on the move (see below)
     *(f"with:{x}" for x in COMPANY),
 ]
 
@@ -189,8 +191,10 @@ def check_firsts(path: Path, docs: list[dict]) -> list[str]:
             doc = by_id.get(doc_id)
             if doc is None:
                 problems.append(f"{path.name} {key}: {doc_id} is no document")
-            elif doc.get("effort") == "hard" or (
-                value != SHOP and value not in (doc.get(field) or ())
+            elif (
+                doc.get("effort") == "hard"
+                or (value == DRIVING and "moving" not in (doc.get("places") or ()))
+                or (value not in (SHOP, DRIVING) and value not in (doc.get(field) or ()))
             ):
                 problems.append(f"{path.name} {key}: {doc_id} does not fit it, or is hard")
     return problems

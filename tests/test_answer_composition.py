@@ -475,6 +475,28 @@ async def test_a_shop_told_alone_begins_with_a_shops_first_steps(
 
 
 @pytest.mark.parametrize(
+    ("session", "message"),
+    [
+        ("c5u", "택배 기사입니다. 하루 종일 트럭 타고 다니는데 저도 할 수 있는 거 있으면요"),
+        # Its work type read as an office's or a salesperson's, the search had begun with
+        # "가까운 거리는 걸어서 다녀오기" for a taxi driver.
+        ("c5v", "개인택시 12년째 하고 있는 50대입니다. 차 안에 있는 사람도 할 만한 게 있나요"),
+    ],
+)
+async def test_a_driver_told_alone_begins_with_a_drivers_first_steps(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread, session: str, message: str
+) -> None:
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    params = {"sessionId": session, "message": message}
+    answer = _answer(await read_stream(http, FREE, params))
+    assert CATALOGUE[_titles(answer)[0]].id == FIRSTS["job:운전"][0], _titles(answer)
+    assert all(
+        (doc := CATALOGUE[title]).traits and "moving" in doc.traits.places
+        for title in _titles(answer)
+    ), _titles(answer)
+
+
+@pytest.mark.parametrize(
     ("session", "message", "served"),
     [
         # "대학생 추천좀" had been refused as off the topic, as "맛집 추천좀" still is.

@@ -29,7 +29,7 @@ from app.chat.intent import Intent, IntentKind
 from app.chat.ranking import Ranked, Situation, rank
 from app.chat.sessions import SessionState
 from app.config import ChatSettings
-from app.domain.categories import SHOP, Category
+from app.domain.categories import Category
 from app.metrics import Metrics
 from app.rag.corpus import COMPANY
 from app.rag.retriever import Hit, QueryVector, Retriever
@@ -350,7 +350,7 @@ class Candidates:
         constraints: frozenset[Constraint],
         situation: Situation,
         *,
-        shop: bool = False,
+        trade: str | None = None,
     ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
         """A first ask that tells only who the user is ("바닷가 사는데 뭐 할 만한 거 있어?"),
         answered with what the catalogue names first for that situation
@@ -360,16 +360,18 @@ class Candidates:
         the first one's; its candidates are that field's named ones, then the rest of the field
         the search finds. Returns the field, its candidates and the named ones among them (to
         rank first, as a field's classics are); None when nothing is named for what was told,
-        or none fits. ``shop``: the work told is a shop's ("작은 카페를 하고 있는데"): what is
-        named for a shop, and the catalogue's work types left aside (it tags a shop's work and
-        a salesperson's alike, and a shop's everyday ones as neither)."""
-        keys = _situation_keys(situation, constraints, shop=shop)
+        or none fits. ``trade``: work told in words that the catalogue's work types do not
+        name (app/chat/constraints.py ``trade_told``), a shop's ("작은 카페를 하고 있는데") or a
+        driver's ("택배 기사인데"): what is named for it, and the catalogue's work types left
+        aside (it tags a shop's work and a salesperson's alike, and a shop's everyday ones as
+        neither; a driver's, as a salesperson's or a site's)."""
+        keys = _situation_keys(situation, constraints, trade=trade)
         told = [key for key in keys if key in self._firsts]
         if not told:
             return None
         named = Counter(doc_id for key in told for doc_id in self._firsts[key])
         order = sorted(named, key=lambda doc_id: -named[doc_id])  # stable: each list's order
-        work_type = None if shop else situation.work_type
+        work_type = None if trade else situation.work_type
         place = Scope(None, situation.location, work_type, exclude=state.shown)
         found = await self.search(query, replace(place, only=frozenset(order)), k=len(order))
         meeting = [hit for hit in found or () if satisfies(hit.document.traits, constraints)]
@@ -495,7 +497,7 @@ def _scopes(
 
 
 def _situation_keys(
-    situation: Situation, constraints: frozenset[Constraint], *, shop: bool = False
+    situation: Situation, constraints: frozenset[Constraint], *, trade: str | None = None
 ) -> list[str]:
     """What was told, as the situation firsts are keyed, in the order their lists are read
     (one named for several comes first whatever the order): where the user lives, with
@@ -503,8 +505,8 @@ def _situation_keys(
     "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
     keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
-    if shop:
-        keys.append(f"job:{SHOP}")
+    if trade:
+        keys.append(f"job:{trade}")
     elif situation.work_type:
         keys.append(f"job:{situation.work_type}")
     return keys

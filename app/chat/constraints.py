@@ -33,7 +33,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
-from app.domain.categories import LOCATIONS, WORK_TYPES, Category, parse_category
+from app.domain.categories import (
+    DRIVING,
+    LOCATIONS,
+    SHOP,
+    WORK_TYPES,
+    Category,
+    parse_category,
+)
 from app.rag.corpus import COMPANY, PLACES, Traits
 
 __all__ = [
@@ -63,12 +70,14 @@ __all__ = [
     "points_back",
     "requests_challenges",
     "satisfies",
+    "says_a_driver",
     "says_a_shop",
     "says_an_office",
     "says_that_one",
     "sets_aside_the_one_shown",
     "tells_who",
     "toward",
+    "trade_told",
     "wanting",
     "without_field",
 ]
@@ -637,6 +646,36 @@ def tells_who(message: str) -> bool:
     return _WHO.search(message) is not None
 
 
+#: Driving told as one's work or day: a driver by trade ("택시 운전", "택배 기사", "트럭
+#: 타고 다니고"), a day spent in the car ("하루 종일 차 안에", "운전만 120km씩", "차 끌고
+#: 거래처 돌아요"). Not a ride taken ("택시 타고 다니는데"), nor a drive now and then ("운전할
+#: 때", "차로 출근해요").
+_DRIVER = re.compile(
+    r"(?:택시|트럭|화물차?|버스|택배|배송|납품|대리)\s*(?:운전|기사|몰)|운전\s*기사|기사(?:님)?(?:인데|예요|이에요|입니다)"
+    r"|트럭\s*(?:을|를)?\s*(?:타고|몰고)\s*다니|개인\s*택시|대리\s*운전"
+    r"|하루\s*(?:종일|죙일|온종일|내내)\s*(?:차|운전|트럭)|차\s*안에\s*(?:있|사는|살)"
+    r"|운전(?:만|을)?\s*(?:하루|매일)?\s*[0-9]+\s*(?:km|킬로|키로)"
+    r"|차\s*(?:를\s*)?(?:끌고|몰고)\s*(?:하루|매일|거래처|현장|돌아|다니)"
+)
+
+
+def says_a_driver(message: str) -> bool:
+    """Whether ``message`` tells that the user drives for a living or all day
+    (:data:`_DRIVER`)."""
+    return _DRIVER.search(message) is not None
+
+
+def trade_told(message: str) -> str | None:
+    """The work ``message`` tells in words that the catalogue's work types do not name, as
+    the situation firsts are keyed: a shop's (:func:`says_a_shop`), a driver's
+    (:func:`says_a_driver`); None for neither."""
+    if says_a_shop(message):
+        return SHOP
+    if says_a_driver(message):
+        return DRIVING
+    return None
+
+
 def says_a_shop(message: str) -> bool:
     """Whether ``message`` tells that its work is a shop's ("동네에서 작은 카페를 하고
     있는데", "장사하면서 실천할 수 있는 거")."""
@@ -666,6 +705,14 @@ _RAISING = re.compile(
 _TOGETHER = re.compile(r"같이|함께|데리고|이?랑\s+(?:할|해|하는|놀)")
 
 
+#: A pet, called "애" as people call theirs ("강아지 산책시키는데 … 애가 자꾸 주워먹으려고
+#: 해요"): then "애가", "애랑" is the pet, no family asked for.
+_PET = re.compile(
+    r"강아지|반려견|반려묘|반려동물|고양이|댕댕이|멍멍이|냥이|말티즈|푸들|진돗개|포메|시츄|비숑"
+)
+_PET_AS_CHILD = re.compile(r"(?<![가-힣])애(?:가|랑|는|도|를|한테|하고)?(?![가-힣])")
+
+
 def raises_a_child(message: str) -> bool:
     """Whether the only family ``message`` tells of is a child the user raises, not asked to
     do it with (:data:`_RAISING`)."""
@@ -681,10 +728,13 @@ def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[
 def cued(message: str) -> dict[Constraint, int]:
     """The places, companies, ease and cost ``message`` says in words, each at where it last
     says it (not in what it says keeps the user busy: :data:`_BUSY_WITH`, nor in the child it
-    says the user raises, unless it asks to do it together: :data:`_RAISING`)."""
+    says the user raises, unless it asks to do it together: :data:`_RAISING`, nor in a pet
+    called "애": :data:`_PET`)."""
     busy = [m.span() for m in _BUSY_WITH.finditer(message)]
     if not _TOGETHER.search(message):
         busy += [m.span() for m in _RAISING.finditer(message)]
+    if _PET.search(message):
+        busy += [m.span() for m in _PET_AS_CHILD.finditer(message)]
     found: dict[Constraint, int] = {}
     for constraint, pattern in _CUE.items():
         ends = [

@@ -66,9 +66,9 @@ from app.chat.constraints import (
     ordinal,
     points_at_one,
     said_in_words,
-    says_a_shop,
     says_an_office,
     toward,
+    trade_told,
     wanting,
     without_field,
 )
@@ -102,7 +102,7 @@ from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
-from app.domain.categories import CITY, OFFICE, SALES, Category
+from app.domain.categories import CITY, OFFICE, SALES, SHOP, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
@@ -151,12 +151,12 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
-#: How much nearer an example of a situation than any field's a first ask telling a shop in
-#: words ("꽃집을 운영하는데", "옷가게 사장인데") must lie to tell only that (cosines, the
+#: How much nearer an example of a situation than any field's a first ask telling a trade in
+#: words (a shop's; a driver's, measured as a shop's) ("꽃집을 운영하는데", "옷가게 사장인데") must lie to tell only that (cosines, the
 #: bundled embedder): such asks lay at -0.002 to 0.065 ("꽃집을 운영하는데 가게에서 실천할 만한
 #: 게 있을까요?" had gone to plogging by its meaning: "작업 차량 적재함 덮고 다니기"), one naming
 #: its subject at -0.060 ("식당 운영 중인데 음식물 쓰레기 줄이는 법 있을까요?").
-SHOP_MARGIN = -0.03
+TRADE_MARGIN = -0.03
 #: A first ask that says this many words of its own (app/chat/subjects.py
 #: ``words_of_its_own``) asks for something, whether or not the catalogue's keywords know its
 #: words: "장 보면 꼭 반은 썩혀서 버리게 돼요 … 음쓰가 너무 많이" (13) and "환경 문제에 …
@@ -300,7 +300,8 @@ class Planner:
         again = _first_answer(state) if asks_to_see_again(turn.message) else None
         if again is not None:
             intent = Intent(IntentKind.BACK_TO_BASE)
-        shop = says_a_shop(turn.message)  # "작은 카페를 하고 있는데": the catalogue's 영업직
+        trade = trade_told(turn.message)  # "작은 카페를 하고 있는데", "택배 기사인데"
+        shop = trade == SHOP  # the catalogue's 영업직
         if not facets.work_type:  # work told in words that the examples' vote leaves out
             if shop:
                 facets = replace(facets, work_type=SALES)
@@ -318,7 +319,7 @@ class Planner:
             None
             if again is not None
             else await self._situated(
-                turn.message, query, intent, facets, state, constraints, situation, shop=shop
+                turn.message, query, intent, facets, state, constraints, situation, trade=trade
             )
         )
         if situated is not None:  # the field of what is named first for who the user is
@@ -472,7 +473,7 @@ class Planner:
         constraints: frozenset[Constraint],
         situation: Situation,
         *,
-        shop: bool = False,
+        trade: str | None = None,
     ) -> tuple[Category, tuple[Hit, ...], tuple[str, ...]] | None:
         """A first ask that tells who the user is and nothing else ("바닷가 사는데 뭐 할 만한 거
         있어?", "아이랑 할 만한 거"), or nothing at all ("추천 좀 해줘", "환경 챌린지
@@ -480,13 +481,15 @@ class Planner:
         or for the city (what anyone may begin with) (:meth:`Candidates.for_situation`). By
         the message's meaning they had gone to a field near the form of asking: "해녀 문화
         배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
-        for anything. ``shop``: the message tells a shop's work (a shop's firsts, not a
-        salesperson's road). None for any other turn."""
-        if self._asks_for_anything(message, intent, facets, state):
-            situation, shop = Situation(CITY), False
-        elif not self._tells_only_a_situation(message, query, intent, facets, state, shop=shop):
+        for anything. ``trade``: the work the message tells in words (a shop's firsts, not a
+        salesperson's road; a driver's). None for any other turn."""
+        if self._asks_for_anything(message, intent, facets, state) and not trade:
+            situation = Situation(CITY)
+        elif not self._tells_only_a_situation(message, query, intent, facets, state, trade=trade):
             return None
-        return await self._candidates.for_situation(query, state, constraints, situation, shop=shop)
+        return await self._candidates.for_situation(
+            query, state, constraints, situation, trade=trade
+        )
 
     def _tells_only_a_situation(
         self,
@@ -496,25 +499,25 @@ class Planner:
         facets: Facets,
         state: SessionState,
         *,
-        shop: bool = False,
+        trade: str | None = None,
     ) -> bool:
         """Whether a conversation's first ask tells where the user lives or works, or with
         whom, and asks for nothing else: no field by name or by what it is about ("전기세",
         "만들"), no question, and it lies nearer an example of a place, a company or a
         situation than any field's by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding: at
         0.0, "탕비실에 종이컵이 …", "해변을 걷거든" and "환경 공부를 혼자" were read so), or,
-        told a ``shop`` in words, by :data:`SHOP_MARGIN`."""
+        told a ``trade`` in words (a shop's, a driver's), by :data:`TRADE_MARGIN`."""
         if state.category is not None or query.vector is None:
             return False
         if intent.kind not in (IntentKind.SWITCH, IntentKind.ASK) or named_category(message):
             return False
-        if facets.question or facets.among or reads_no_situation(facets):
+        if facets.question or facets.among or (reads_no_situation(facets) and not trade):
             return False
         if names_a_field(message):
             return False
         vector = query.vector
         nearer = self._facets.dense.nearest_told(vector) - self._intents.dense.nearest_topic(vector)
-        return nearer >= (SHOP_MARGIN if shop else ONLY_CONSTRAINTS_MARGIN)
+        return nearer >= (TRADE_MARGIN if trade else ONLY_CONSTRAINTS_MARGIN)
 
     def _asks_for_anything(
         self, message: str, intent: Intent, facets: Facets, state: SessionState

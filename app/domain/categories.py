@@ -50,6 +50,9 @@ SALES = "영업직"
 #: The key of what is named first for a shop told alone (app/rag/data/situation_firsts.json):
 #: a shop's work, not a salesperson's road ("외근길 틈새 플로깅").
 SHOP = "가게"
+#: The key of what is named first for one who drives for a living, told alone ("택시 운전
+#: 10년째", "택배 기사인데", "하루 종일 차 안에 있는 사람"): the catalogue tags no such work.
+DRIVING = "운전"
 WORK_TYPES: frozenset[str] = frozenset({OFFICE, "현장직", SALES, "재택근무"})
 
 

@@ -27,12 +27,14 @@ from app.chat.constraints import (
     ordinal,
     points_among,
     points_back,
+    said_in_words,
     satisfies,
     says_a_shop,
     says_an_office,
     sets_aside_the_one_shown,
     tells_who,
     toward,
+    trade_told,
     wanting,
     without_field,
 )
@@ -44,7 +46,7 @@ from app.chat.sentence_bank import build_fit_bank
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
 from app.config import Settings
-from app.domain.categories import Category
+from app.domain.categories import DRIVING, SHOP, Category
 from app.rag.corpus import Traits
 from app.rag.embedder import Embedder, load_embedder
 
@@ -1437,3 +1439,50 @@ def test_the_first_ones_asked_for_again(message: str, again: bool) -> None:
 )
 def test_setting_aside_the_one_shown(message: str, aside: bool) -> None:
     assert sets_aside_the_one_shown(message) is aside
+
+
+@pytest.mark.parametrize(
+    ("message", "trade"),
+    [
+        ("개인택시 12년째 하고 있는 50대입니다", DRIVING),
+        ("택배 기사입니다. 하루 종일 트럭 타고 다녀요", DRIVING),
+        ("화물차 운전하는데 할 만한 거", DRIVING),
+        ("하루 종일 차 안에 있는 사람도 할 수 있는 거", DRIVING),
+        ("운전만 하루 120km씩 해요", DRIVING),
+        ("영업직이라 차 끌고 거래처 돌아요", DRIVING),
+        ("동네에서 작은 카페를 하고 있는데", SHOP),  # a shop before all
+        ("택시 타고 다니는데 맛집 추천좀", None),  # a ride taken
+        ("운전할 때 할 수 있는 거", None),  # a drive now and then
+        ("차로 출근해요", None),
+        ("버스 타고 출근하는데", None),
+    ],
+)
+def test_work_told_in_words_is_a_trade_the_situation_firsts_name(
+    message: str, trade: str | None
+) -> None:
+    assert trade_told(message) == trade
+
+
+@pytest.mark.parametrize(
+    ("message", "said"),
+    [
+        # Said in words: kept.
+        ("회사 안에서 할 수 있는 건 없나", {Constraint.WORK}),
+        ("공장 안에서 일하면서 할 수 있는 거 있을까요", {Constraint.WORK}),
+        ("제 자리에서 저 혼자 할 수 있는 거요", {Constraint.WORK, Constraint.ALONE}),
+        ("재택근무 하는데 집에서 할 만한 거", {Constraint.HOME}),
+        ("캠핑장 가서 애들이랑 같이 해볼 만한 건", {Constraint.OUTSIDE, Constraint.FAMILY}),
+        ("마을 어르신들이랑 같이 할 수 있는 환경 활동", {Constraint.NEIGHBOURS}),
+        ("쉽고 돈 안 드는 거 없나요", {Constraint.EASY, Constraint.FREE}),
+        # Who the user is: living alone, an office worker by name.
+        ("혼자 사는 직장인인데 배달을 자주 시켜요", set()),
+        ("자취 3년차인데 욕실에 빈 통이 쌓여요", set()),
+        # A pet called "애": no family asked for.
+        ("강아지 산책시키는데 애가 자꾸 쓰레기를 주워먹으려고 해요", {Constraint.OUTSIDE}),
+        ("애가 자꾸 쓰레기를 주워먹으려고 해요", {Constraint.FAMILY}),
+    ],
+)
+def test_what_a_first_ask_demands_is_what_its_words_say(
+    message: str, said: set[Constraint]
+) -> None:
+    assert said_in_words(message, Constraint) == said
