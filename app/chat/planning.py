@@ -33,6 +33,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+import numpy as np
 from opentelemetry import trace
 
 from app.chat.answers import (
@@ -157,6 +158,10 @@ _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
 #: 게 있을까요?" had gone to plogging by its meaning: "작업 차량 적재함 덮고 다니기"), one naming
 #: its subject at -0.060 ("식당 운영 중인데 음식물 쓰레기 줄이는 법 있을까요?").
 TRADE_MARGIN = -0.03
+#: How much a critique's own embedding weighs against its conversation's topic's in its search
+#: (app/chat/planning.py ``_leaning``): by the concatenation alone, the topic's words drowned
+#: the critique's (fit bench, bench/README.md "Twentieth pass").
+CRITIQUE_LEAN = 2.0
 #: A first ask that says this many words of its own (app/chat/subjects.py
 #: ``words_of_its_own``) asks for something, whether or not the catalogue's keywords know its
 #: words: "장 보면 꼭 반은 썩혀서 버리게 돼요 … 음쓰가 너무 많이" (13) and "환경 문제에 …
@@ -329,6 +334,16 @@ class Planner:
         # by it, not by a field's first steps.
         names = reads_no_situation(facets) and self._names_a_subject(turn.message)
         topic, search = _subject(turn.message, query, intent, state, critique=critique, names=names)
+        if (
+            intent.kind is IntentKind.ASK
+            and critique
+            and search is not query
+            and query.vector is not None
+            and (topic_vector := await self._embedding_if_free(topic)) is not None
+        ):
+            # A critique searched with the topic ("… 배달 …", then "폰이 느려져서 바꿀까
+            # 고민이에요 … 돈 안 들이고"): its own words lean the search their way.
+            search = replace(search, vector=_leaning(query.vector, topic_vector, CRITIQUE_LEAN))
         if intent.kind is IntentKind.ANOTHER and wants is not None:
             # Another field is searched for what the message wants, not for what it leaves.
             topic, search = wants.text, wants
@@ -1113,6 +1128,13 @@ def _subject(
         return message, query
     text = f"{state.topic} {message}"
     return state.topic, Query(text, lexical=query.lexical)
+
+
+def _leaning(vector: QueryVector, toward: QueryVector, weight: float) -> QueryVector:
+    """``vector`` weighed ``weight`` times against ``toward``, as one unit embedding."""
+    blend = weight * np.asarray(vector, dtype=np.float32) + np.asarray(toward, dtype=np.float32)
+    norm = float(np.linalg.norm(blend))
+    return blend / norm if norm else blend
 
 
 def _replay(turns: tuple[Turn, ...], keep: int) -> tuple[Turn, ...]:
