@@ -64,6 +64,7 @@ __all__ = [
     "leaving_aside",
     "left_aside",
     "left_words",
+    "moves_on",
     "ordinal",
     "points_among",
     "points_at_one",
@@ -576,7 +577,7 @@ _CUES = {
     r"|가게(?!\s*(?:되|돼|까지|에\s*가|로\s*가))|매장"
     r"|탕비실|(?:우리|저희)\s*회사|회사\s*(?:안|내)|사내|공장|(?:제|내|각자|자기)\s*자리에서",
     Constraint.OUTSIDE: r"밖에서|밖으로|밖에\s*나가|바깥|야외|공원|산책|데리고\s*나가"
-    r"|나가(?:서)?\s*놀|캠핑장|캠핑\s*(?:가|갈|와)",
+    r"|나가(?:서)?\s*(?:놀|하는|할|해)|캠핑장|캠핑\s*(?:가|갈|와)",
     Constraint.MOVING: r"출퇴근|지하철|버스|이동|출장|운전|(?<![가-힣])차로|자차|타고|길에|여행"
     r"|(?:출근|퇴근|등굣|하굣|외근)길"
     r"|나들이|놀러\s*(?:가|갈|간|다니|나가)|외근|비행기|기차|차\s*(?:를\s*)?(?:몰|끌)",
@@ -587,7 +588,7 @@ _CUES = {
     r"|와이프|부모님|식구|엄마|아빠|손주|손자|손녀|조카|할머니|할아버지|시댁|처가",
     Constraint.COWORKERS: r"동료|팀원|회식|우리\s*팀|팀\s*전체|회사\s*사람|부서|직원"
     r"|같이\s*일하는\s*사람",
-    Constraint.EASY: r"간단|쉬운|쉽고|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가"
+    Constraint.EASY: r"간단|쉬운|쉽고|후딱|까딱\s*(?:안|않)|쉽게(?!\s*(?:설명|말해|풀어))|손쉽|손\s*(?:안|덜)\s*가"
     r"|금방(?!\s*(?:지치|지쳐|질리|질려|포기|심심))"
     r"|잠깐(?!만)|(?<!비용\s)(?<!비용)(?<!돈\s)부담\s*(?:없|안)|틈틈이|가볍게|가벼운"
     r"|귀찮(?!아도|더라도|지만)|번거롭(?!더라도|지만)|[0-9]+\s*분(?:이면|만)|바로\s*(?:시작|할|해)"
@@ -598,7 +599,7 @@ _CUES = {
     r"|지갑\s*(?:안|을\s*안|(?:을\s*)?열\s*(?:일|필요)\s*(?:이\s*)?없)"
     r"|비용\s*(?:없|안|부담\s*없)|(?:안|않고)\s*사고|사지\s*않"
     r"|살\s*필요\s*(?:없|는\s*없)|(?:회비|재료비|장비)[^.?!]{0,8}(?:없|안)"
-    r"|돈\s*(?:이\s*)?드는\s*(?:건|거|것)\s*(?:좀|싫|별로|부담|빼)",
+    r"|돈\s*(?:이\s*)?(?:드는|더\s*쓰는|쓰는)\s*(?:건|거|것)\s*(?:좀|싫|별로|부담|빼)",
     Constraint.NEIGHBOURS: r"이웃|(?:동네|마을)\s*(?:사람|분|어르신|어른)|주민|반상회"
     r"|아파트\s*사람"
     r"|옆집|윗집|아랫집",
@@ -847,6 +848,20 @@ _FIELD_WORD = re.compile(
 #: A verb's clause made a noun ("바꾸는 거", "사는 것", "먹을 건").
 _A_CLAUSE = re.compile(r"[가-힣](?:는|은|을|던|ㄴ|ㄹ)\s*(?:거|것|건|걸)(?![가-힣])")
 _FIELD_NAMES = tuple(re.compile(label, re.I) for label in _LABELS)
+
+
+#: The user done with what was talked about ("전기 아끼는 건 대충 알겠어요 근데 …", "여행 얘기는
+#: 됐고", "회사 얘기는 이쯤 하고"): what it asks next starts afresh, without the ease, cost,
+#: place or company asked for before.
+_MOVES_ON = re.compile(
+    r"(?:얘기|이야기|얘긴|건|거|것)[은는]?\s*(?:이제|대충|다|충분히|웬만큼|많이)?\s*"
+    r"(?:됐|알겠|알았|이쯤|그만|충분)"
+)
+
+
+def moves_on(message: str) -> bool:
+    """Whether ``message`` says the user is done with what was talked about (:data:`_MOVES_ON`)."""
+    return _MOVES_ON.search(message) is not None
 
 
 def leaving_aside(message: str) -> str:

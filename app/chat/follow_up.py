@@ -450,14 +450,17 @@ def what_it_wants(
     return wanted
 
 
-def in_force(intent: Intent, facets: Facets, state: SessionState) -> frozenset[Constraint]:
+def in_force(
+    intent: Intent, facets: Facets, state: SessionState, *, afresh: bool = False
+) -> frozenset[Constraint]:
     """The constraints for this turn: the message's own, and, for a follow-up, those in force
-    before (a new place or company replacing the old one of its kind; none it leaves aside)."""
+    before (a new place or company replacing the old one of its kind; none it leaves aside;
+    none at all when it starts ``afresh``: "전기 아끼는 건 대충 알겠어요 근데 …")."""
     mine = set(facets.constraints)
     if intent.kind is IntentKind.BACK_TO_BASE and (began := state.began) is not None:
         # "처음 얘기로 돌아가자": back to the first ask as it was asked ("아이랑", "혼자서").
         return frozenset(mine | set(_known(began.constraints)))
-    if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns:
+    if intent.kind not in _KEEPS_CONSTRAINTS or not state.turns or afresh:
         return frozenset(mine)
     kept = set()
     for constraint in _known(state.constraints):

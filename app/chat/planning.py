@@ -64,6 +64,7 @@ from app.chat.constraints import (
     field_blanked,
     leaving_aside,
     left_words,
+    moves_on,
     ordinal,
     points_at_one,
     said_in_words,
@@ -317,7 +318,7 @@ class Planner:
             # readings of it tell who the user is ("주말마다 방파제 낚시 다니는 사람인데요": at
             # home, by its neighbours), which the search's meaning carries, not a filter.
             facets = replace(facets, constraints=said_in_words(turn.message, facets.constraints))
-        constraints = in_force(intent, facets, state)
+        constraints = in_force(intent, facets, state, afresh=moves_on(turn.message))
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
         situated = (

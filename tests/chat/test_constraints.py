@@ -24,6 +24,7 @@ from app.chat.constraints import (
     in_question_form,
     leaving_aside,
     left_words,
+    moves_on,
     ordinal,
     points_among,
     points_back,
@@ -149,6 +150,28 @@ def test_a_follow_up_keeps_the_constraints_and_a_new_place_replaces_the_old() ->
     assert in_force(switch, home, state) == {Constraint.HOME}
     back = Intent(IntentKind.BACK_TO_BASE)  # "처음 골랐던 분야로 다시", the same field or not
     assert in_force(back, Facets(), state) == set(), "going back ends them"
+
+
+@pytest.mark.parametrize(
+    ("message", "afresh"),
+    [
+        ("전기 아끼는 건 대충 알겠어요 ㅎㅎ 근데 밖에 나가서 할 만한 것도 있어요?", True),
+        ("여행 얘기는 됐고 평소에 집에서 할 수 있는 것도 알려줘요", True),
+        ("회사 얘기는 이쯤 하고 주말에 혼자 할 만한 거", True),
+        ("이거 말고 더 쉬운 거", False),
+        ("밖에서 할 수 있는 것도 있어요?", False),
+    ],
+)
+def test_a_user_done_with_the_talk_starts_afresh(message: str, afresh: bool) -> None:
+    from app.chat.intent import Intent
+
+    state = _state(Constraint.EASY, Constraint.FREE)
+    outside = Facets(constraints=frozenset({Constraint.OUTSIDE}))
+    assert moves_on(message) is afresh
+    kept = in_force(Intent(IntentKind.ASK), outside, state, afresh=moves_on(message))
+    assert kept == (
+        {Constraint.OUTSIDE} if afresh else {Constraint.EASY, Constraint.FREE, Constraint.OUTSIDE}
+    )
 
 
 def test_going_back_to_the_start_asks_the_first_ask_again_as_it_was_asked() -> None:
@@ -1474,6 +1497,10 @@ def test_work_told_in_words_is_a_trade_the_situation_firsts_name(
         ("캠핑장 가서 애들이랑 같이 해볼 만한 건", {Constraint.OUTSIDE, Constraint.FAMILY}),
         ("마을 어르신들이랑 같이 할 수 있는 환경 활동", {Constraint.NEIGHBOURS}),
         ("쉽고 돈 안 드는 거 없나요", {Constraint.EASY, Constraint.FREE}),
+        ("손 하나 까딱 안 해도 되는 설정 같은 건 없나", {Constraint.EASY}),
+        ("손님 없을 때 저 혼자 후딱 할 수 있는 정도로요", {Constraint.ALONE, Constraint.EASY}),
+        ("현지에서 돈 더 쓰는 건 싫구요", {Constraint.FREE}),
+        ("주말에 같이 나가서 하는 거", {Constraint.OUTSIDE}),
         # Who the user is: living alone, an office worker by name.
         ("혼자 사는 직장인인데 배달을 자주 시켜요", set()),
         ("자취 3년차인데 욕실에 빈 통이 쌓여요", set()),
