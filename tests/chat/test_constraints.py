@@ -1478,6 +1478,7 @@ def test_setting_aside_the_one_shown(message: str, aside: bool) -> None:
         ("운전할 때 할 수 있는 거", None),  # a drive now and then
         ("차로 출근해요", None),
         ("버스 타고 출근하는데", None),
+        ("환경 뉴스 기사인데 이거 진짜예요?", None),  # an article
     ],
 )
 def test_work_told_in_words_is_a_trade_the_situation_firsts_name(
