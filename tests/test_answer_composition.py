@@ -454,46 +454,54 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
 
 
 @pytest.mark.parametrize(
-    ("session", "message"),
+    ("session", "message", "key", "place"),
     [
-        ("c5d", "동네에서 작은 빵집을 하고 있는데 가게에서 할 만한 거 있을까요?"),
+        ("c5d", "동네에서 작은 빵집을 하고 있는데 가게에서 할 만한 거 있을까요?", "job:가게", None),
         # Nearer a field than a situation by a little, it had gone to plogging by its meaning
         # ("작업 차량 적재함 덮고 다니기").
-        ("c5k", "동네에서 조그만 꽃집을 운영하는데 가게에서 실천할 만한 게 있을까요?"),
-    ],
-)
-async def test_a_shop_told_alone_begins_with_a_shops_first_steps(
-    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread, session: str, message: str
-) -> None:
-    # Read by meaning and by the catalogue's 영업직 alone, a café owner had got culture
-    # ("환경 다큐 함께 보기") or a salesperson's road: now what is named for a shop.
-    scripted.set_scenario("ok", picks=[0, 1, 2])
-    params = {"sessionId": session, "message": message}
-    answer = _answer(await read_stream(http, FREE, params))
-    assert CATALOGUE[_titles(answer)[0]].id == FIRSTS["job:가게"][0], _titles(answer)
-    assert "회사에서" not in answer["recommend"], answer["recommend"]
-
-
-@pytest.mark.parametrize(
-    ("session", "message"),
-    [
-        ("c5u", "택배 기사입니다. 하루 종일 트럭 타고 다니는데 저도 할 수 있는 거 있으면요"),
+        (
+            "c5k",
+            "동네에서 조그만 꽃집을 운영하는데 가게에서 실천할 만한 게 있을까요?",
+            "job:가게",
+            None,
+        ),
+        (
+            "c5u",
+            "택배 기사입니다. 하루 종일 트럭 타고 다니는데 저도 할 수 있는 거 있으면요",
+            "job:운전",
+            "moving",
+        ),
         # Its work type read as an office's or a salesperson's, the search had begun with
         # "가까운 거리는 걸어서 다녀오기" for a taxi driver.
-        ("c5v", "개인택시 12년째 하고 있는 50대입니다. 차 안에 있는 사람도 할 만한 게 있나요"),
+        (
+            "c5v",
+            "개인택시 12년째 하고 있는 50대입니다. 차 안에 있는 사람도 할 만한 게 있나요",
+            "job:운전",
+            "moving",
+        ),
     ],
 )
-async def test_a_driver_told_alone_begins_with_a_drivers_first_steps(
-    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread, session: str, message: str
+async def test_a_trade_told_alone_begins_with_its_first_steps(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    key: str,
+    place: str | None,
 ) -> None:
+    # Read by meaning and by the catalogue's 영업직 alone, a café owner had got culture
+    # ("환경 다큐 함께 보기") or a salesperson's road: now what is named for a shop; a driver,
+    # what is named for a driver, all of it done on the move.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     params = {"sessionId": session, "message": message}
     answer = _answer(await read_stream(http, FREE, params))
-    assert CATALOGUE[_titles(answer)[0]].id == FIRSTS["job:운전"][0], _titles(answer)
-    assert all(
-        (doc := CATALOGUE[title]).traits and "moving" in doc.traits.places
-        for title in _titles(answer)
-    ), _titles(answer)
+    assert CATALOGUE[_titles(answer)[0]].id == FIRSTS[key][0], _titles(answer)
+    assert "회사에서" not in answer["recommend"], answer["recommend"]
+    if place is not None:
+        assert all(
+            (doc := CATALOGUE[title]).traits and place in doc.traits.places
+            for title in _titles(answer)
+        ), _titles(answer)
 
 
 @pytest.mark.parametrize(

@@ -154,10 +154,11 @@ _OPENING_KIND = {
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
 #: How much nearer an example of a situation than any field's a first ask telling a trade in
-#: words ("꽃집을 운영하는데", "옷가게 사장인데"; a driver's is taken as a shop's) must lie to tell
-#: only that (cosines, the bundled embedder): shops' asks lay at -0.002 to 0.065 ("꽃집을 운영하는데 가게에서 실천할 만한
-#: 게 있을까요?" had gone to plogging by its meaning: "작업 차량 적재함 덮고 다니기"), one naming
-#: its subject at -0.060 ("식당 운영 중인데 음식물 쓰레기 줄이는 법 있을까요?").
+#: words ("꽃집을 운영하는데", "옷가게 사장인데"; a driver's is taken as a shop's) must lie to
+#: tell only that (cosines, the bundled embedder): shops' asks lay at -0.002 to 0.065
+#: ("꽃집을 운영하는데 가게에서 실천할 만한 게 있을까요?" had gone to plogging by its meaning:
+#: "작업 차량 적재함 덮고 다니기"), one naming its subject at -0.060 ("식당 운영 중인데 음식물
+#: 쓰레기 줄이는 법 있을까요?").
 TRADE_MARGIN = -0.03
 #: How much a critique's own embedding weighs against its conversation's topic's in its search
 #: (app/chat/planning.py ``_leaning``): by the concatenation alone, the topic's words drowned

@@ -148,14 +148,8 @@ class Subjects:
 
     def named_in(self, message: str) -> tuple[str, ...]:
         """The words of ``message`` that name a subject some challenge is about, in order."""
-        return tuple(
-            word
-            for word in _WORD.findall(field_blanked(message))
-            # ("탄소발자국 챌린지는": "는" is left of the field's name)
-            if not (_ASKING.fullmatch(word) or _FIELD_STUFF.fullmatch(word))
-            and not _PARTICLE.fullmatch(word)
-            and self._about.meets(word)
-        )
+        # ("탄소발자국 챌린지는": "는" is left of the field's name, a particle)
+        return tuple(word for word in words_of_its_own(message) if self._about.meets(word))
 
     def beyond_constraints(self, message: str) -> tuple[str, ...]:
         """The subjects ``message`` names (:meth:`named_in`) that are not the words of a
