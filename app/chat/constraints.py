@@ -390,10 +390,13 @@ def points_back(message: str) -> bool:
 
 
 #: The first answer's challenges asked for again ("처음 거로 다시 보여줘", "처음에 추천해 준 거
-#: 다시", "맨 처음 것들 다시 알려 줘"), not the first field or topic ("처음 카테고리로", "처음
-#: 얘기로 돌아가자"): what was shown first, said as things, with "again".
+#: 다시", "맨 처음 것들 다시 알려 줘", "처음에 얘기한 거 다시", "처음에 나온 거 다시"), not
+#: the first field or topic ("처음 카테고리로", "처음 얘기로 돌아가자"): what was shown first,
+#: said as things, with "again".
 _THE_FIRST_ONES = re.compile(
-    r"(?:맨\s*)?(?:처음|첨)\s*(?:에\s*)?(?:(?:보여|추천해|추천|알려)\s*(?:준|줬던|주신|한)\s*)?"
+    r"(?:맨\s*)?(?:처음|첨)\s*(?:에\s*)?"
+    r"(?:(?:보여|추천해|추천|알려|얘기해|얘기|이야기|말해|말씀해|말씀)\s*(?:준|줬던|주신|한|했던|하신)\s*"
+    r"|(?:나온|나왔던|봤던|본)\s*)?"
     r"(?:거|것|꺼|걸|챌린지)"
 )
 _AGAIN = re.compile(r"다시|또\s*(?:보여|알려)")

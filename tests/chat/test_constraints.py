@@ -1440,6 +1440,10 @@ def test_a_first_ask_refused_that_says_who_asks_is_served_as_asking_for_anything
         ("처음 거로 다시 보여줘", True),
         ("처음에 추천해 준 거 다시 볼 수 있어?", True),
         ("맨 처음 것들 다시 알려 줘", True),
+        ("처음에 얘기한 거 다시 보여줘", True),
+        ("처음에 말씀하신 것들 다시 알려 줄래요", True),
+        ("처음에 나온 거 다시", True),
+        ("처음 해 보는 거라 다시 물어볼게", False),  # a first time, not the first answer
         ("처음 카테고리로 돌아가자", False),  # the field, not the ones shown
         ("처음 얘기로 다시 가자", False),
         ("첫 번째 거 다시 설명해 줘", False),  # a place in the list shown
