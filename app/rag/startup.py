@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from app.config import RetrievalSettings
 from app.rag.corpus import load_corpus
@@ -42,7 +41,7 @@ async def open_retriever(settings: RetrievalSettings) -> AsyncIterator[HybridRet
         try:
             # StoreUnavailable (an OSError): the embedded store's folder could not be opened.
             await _ingest_if_empty(settings, store, embedder)
-        except (OSError, ResponseHandlingException, UnexpectedResponse) as exc:
+        except store.unavailable as exc:
             where = settings.qdrant_url or settings.qdrant_path
             raise VectorStoreUnavailable(
                 f"the vector store at {where} did not answer: {exc}"
@@ -85,7 +84,7 @@ async def _ingest_if_empty(
     log.info("vector store is empty: ingesting %d documents (first start only)", len(documents))
 
     def progress(done: int, total: int) -> None:
-        log.info("ingest: embedded %d/%d documents", done, total)
+        log.info("ingest: stored %d/%d documents", done, total)
 
     report = await anyio.to_thread.run_sync(
         lambda: ingest(store, collection, embedder, documents, progress=progress)

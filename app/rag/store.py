@@ -153,6 +153,9 @@ class VectorStore(abc.ABC):
     #: A search is short CPU work holding the GIL (the embedded engine): async code runs it in
     #: place. False: network or slow work, run in a worker thread.
     searches_in_place = False
+    #: What a call raises when the store did not answer (a folder in use, a server down): a
+    #: server's client adds its own errors, so its callers need not import that client.
+    unavailable: tuple[type[Exception], ...] = (OSError,)
 
     @abc.abstractmethod
     def close(self) -> None: ...

@@ -8,7 +8,6 @@ from pathlib import Path
 from app.config import RetrievalSettings
 from app.rag.store import VectorStore
 from app.rag.store_edge import EdgeStore
-from app.rag.store_server import connect
 
 __all__ = ["configured_store", "open_store"]
 
@@ -23,5 +22,9 @@ def open_store(
     *, url: str | None, path: Path | str | None, api_key: str | None = None, timeout: float = 10
 ) -> VectorStore:
     if url:
+        # Imported only for a server: qdrant-client's import is a second of every start on
+        # this CPU (python -X importtime), and the embedded default never uses it.
+        from app.rag.store_server import connect
+
         return connect(url, api_key=api_key, timeout=timeout)
     return EdgeStore(path if path is not None else ":memory:")

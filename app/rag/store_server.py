@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from app.rag.fusion import Scored
 from app.rag.scope import Scope
@@ -67,6 +68,8 @@ def _condition(match: Match) -> models.FieldCondition:
 
 
 class ServerStore(VectorStore):
+    unavailable = (OSError, ResponseHandlingException, UnexpectedResponse)
+
     def __init__(self, client: QdrantClient, *, local: bool) -> None:
         self.client = client
         self.local = local

