@@ -504,6 +504,25 @@ async def test_a_trade_told_alone_begins_with_its_first_steps(
         ), _titles(answer)
 
 
+async def test_time_off_work_is_not_asked_for_at_work(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # After a bakery's shop picks, "가게 쉬는 날 …" had been read at work (its "가게", and the
+    # first ask's "가게에서" kept): "일하면서 할 수 있고 혼자서 할 수 있는 …".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = await _after(
+        http,
+        "c6a",
+        "작은 빵집 하는데 가게에서 할 수 있는 거 있을까요?",
+        "가게 쉬는 날 혼자 조용히 할 수 있는 걸로요",
+    )
+    assert not any(word in answer["recommend"] for word in ("일하면서", "회사에서")), answer
+    assert all(
+        (doc := CATALOGUE[title]).traits and "alone" in doc.traits.company
+        for title in _titles(answer)
+    ), _titles(answer)
+
+
 @pytest.mark.parametrize(
     ("session", "message", "served"),
     [

@@ -65,6 +65,7 @@ __all__ = [
     "left_aside",
     "left_words",
     "moves_on",
+    "off_work",
     "ordinal",
     "points_among",
     "points_at_one",
@@ -865,6 +866,22 @@ _MOVES_ON = re.compile(
 def moves_on(message: str) -> bool:
     """Whether ``message`` says the user is done with what was talked about (:data:`_MOVES_ON`)."""
     return _MOVES_ON.search(message) is not None
+
+
+#: Time off work ("가게 쉬는 날", "마감하고 나서", "퇴근하고 집에서", "오프날", "일 끝나고"): not
+#: at work, whatever the workplace named beside it or asked before. Not "퇴근 전" (still at
+#: work) and not "주말" alone ("주말엔 힘드니 평일에 회사에서").
+_OFF_WORK = re.compile(
+    r"(?<!출)퇴근(?:하고|한\s*(?:뒤|후|다음)|\s*후|해서|하면|하고서|하는\s*길|길)"
+    r"|마감(?:하고|한\s*(?:뒤|후|다음)|\s*후|하면|치고)"
+    r"|(?:일|근무|장사|영업)\s*(?:끝나|마치|마친|끝난|없는)"
+    r"|쉬는\s*날|휴무|오프\s*(?:날|데이|때|인\s*날)|비번\s*(?:날|일|때)|휴일"
+)
+
+
+def off_work(message: str) -> bool:
+    """Whether ``message`` asks for time off work (:data:`_OFF_WORK`)."""
+    return _OFF_WORK.search(message) is not None
 
 
 def leaving_aside(message: str) -> str:

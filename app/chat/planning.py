@@ -65,6 +65,7 @@ from app.chat.constraints import (
     leaving_aside,
     left_words,
     moves_on,
+    off_work,
     ordinal,
     points_at_one,
     said_in_words,
@@ -863,6 +864,14 @@ class Planner:
                 pairs = zip(told_in, parts, strict=False)
                 own = [part for clause, part in pairs if clause in wants.text]
                 facets = wanting(facets, self._facets.read(wants.text, wants.vector, own))
+            if off_work(message):
+                # "가게 쉬는 날", "마감하고 나서": time off work, neither at the workplace the
+                # message names nor at the one asked for before.
+                facets = replace(
+                    facets,
+                    constraints=facets.constraints - {Constraint.WORK},
+                    left_aside=facets.left_aside | {Constraint.WORK},
+                )
             span.set_attribute("gateway.clauses", len(parts))
             span.set_attribute("gateway.constraints", sorted(c.value for c in facets.constraints))
             span.set_attribute("gateway.question", facets.question)

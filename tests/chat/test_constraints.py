@@ -174,6 +174,26 @@ def test_a_user_done_with_the_talk_starts_afresh(message: str, afresh: bool) -> 
     )
 
 
+@pytest.mark.parametrize(
+    ("message", "off"),
+    [
+        ("가게 쉬는 날 혼자 조용히 할 수 있는 걸로요", True),
+        ("마감하고 나서 동네 분들이랑 같이 할 만한 거", True),
+        ("퇴근하고 집에서 혼자 밥 먹을 때 할 수 있는 걸로요", True),
+        ("오프날 집에서 뒹굴면서 할 수 있는 거", True),
+        ("일 끝나고 애들이랑 할 만한 거", True),
+        ("퇴근 전에 사무실에서 할 수 있는 거", False),  # still at work
+        ("출퇴근길에 할 수 있는 거", False),  # on the move, said as such
+        ("주말엔 힘드니까 평일에 회사에서 동료들이랑", False),
+        ("오프라인 매장에서도 팔아요?", False),
+    ],
+)
+def test_time_off_work_is_told_apart_from_the_workplace(message: str, off: bool) -> None:
+    from app.chat.constraints import off_work
+
+    assert off_work(message) is off
+
+
 def test_going_back_to_the_start_asks_the_first_ask_again_as_it_was_asked() -> None:
     """ "처음 얘기로 돌아가자" after "바닷가 사는데 아이랑 …", "더 쉬운 거": the critiques end,
     the first ask's own company ("아이랑") comes back with it."""
