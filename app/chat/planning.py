@@ -99,7 +99,7 @@ from app.chat.intent import (
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
-from app.chat.ranking import Ranked, Situation, rank
+from app.chat.ranking import Ranked, Situation, across_fields, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
@@ -457,6 +457,19 @@ class Planner:
                 opening=not state.turns and not facets.question,
             )
         )
+        if (
+            not state.turns
+            and again is None
+            and situated is None
+            and not (plain or classics or among)
+            and state.location is None
+            and not names_a_field(turn.message)
+        ):
+            # A first ask whose subject spans fields ("옷 관련해서 할 수 있는 거"): the other
+            # fields' challenges its own search puts above the field's next ones join them.
+            ranked = across_fields(
+                ranked, nearest, shown=state.shown, constraints=constraints, situation=situation
+            )
         opening = replace(
             _opening(intent, state, category, among=among, plain=plain, again=again is not None),
             location=situation.location,

@@ -33,8 +33,11 @@ from app.domain.categories import CITY
 from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
-__all__ = ["Ranked", "Situation", "rank"]
+__all__ = ["ACROSS_TOP", "Ranked", "Situation", "across_fields", "rank"]
 
+#: How many of the message's nearest challenges of every field may join a field's answer
+#: (:func:`across_fields`).
+ACROSS_TOP = 5
 #: How many places a narrow persona's challenge falls behind in retrieval's order unless the
 #: user's place is known to be its place (:func:`_persona_known`), and how many a challenge
 #: tagged for the situation told in words rises (per tag).
@@ -188,3 +191,53 @@ def _persona_known(situation: Situation, document: Document) -> bool:
     if situation.given:
         return True
     return bool(situation.location) and situation.location in document.locations
+
+
+def across_fields(
+    ranked: Ranked,
+    nearest: Sequence[Hit],
+    *,
+    shown: Collection[str] = (),
+    constraints: Collection[Constraint] = (),
+    situation: Situation = Situation(),
+    top: int = ACROSS_TOP,
+) -> Ranked:
+    """``ranked`` (one field's, its first kept first) with the challenges of other fields that
+    the message's own search of every field (``nearest``, best first) puts above the field's
+    next ones: a subject that spans fields ("옷 관련해서 할 수 있는 거": buying less, second
+    hand, a swap party) is not answered with the one field's unrelated rest ("대중교통으로
+    출퇴근하기"). Only the ``top`` nearest are looked at; one shown before, or that does not
+    satisfy the constraints, or is written for a narrow persona the user is not known to be
+    (:func:`_persona_known`), is not taken."""
+    if not ranked.hits or ranked.unmet:
+        return ranked
+    place = {hit.document.id: position for position, hit in enumerate(nearest[:top])}
+    own = {hit.document.id for hit in ranked.hits}
+    field = ranked.hits[0].document.category
+    others = [
+        hit
+        for hit in nearest[:top]
+        if hit.document.category is not field
+        and hit.document.id not in own
+        and hit.document.id not in shown
+        and satisfies(hit.document.traits, constraints)
+        and (
+            hit.document.traits is None
+            or hit.document.traits.anyone
+            or _persona_known(situation, hit.document)
+        )
+    ]
+    if not others:
+        return ranked
+    rest = list(ranked.hits[1:])
+    merged: list[Hit] = []
+    while rest or others:
+        mine = place.get(rest[0].document.id, top) if rest else top + 1
+        if others and place[others[0].document.id] < mine:
+            merged.append(others.pop(0))
+        elif rest:
+            merged.append(rest.pop(0))
+        else:
+            merged.extend(others)
+            break
+    return Ranked((ranked.hits[0], *merged))

@@ -11,7 +11,7 @@ import pytest
 from app.chat.answers import SentenceBank, find_answer, sentences_of
 from app.chat.constraints import Constraint
 from app.chat.fit import ASK_WEIGHT, WORDS_WEIGHT, FitBank, Words
-from app.chat.ranking import Ranked, Situation, rank
+from app.chat.ranking import Ranked, Situation, across_fields, rank
 from app.domain.categories import Category
 from app.rag.corpus import Document, Traits
 from app.rag.retriever import Hit
@@ -29,13 +29,14 @@ def _hit(
     body: str = "설명 한 문장입니다. 두 번째 문장입니다.",
     title: str = "",
     starter: int | None = None,
+    category: Category = Category.ZERO_WASTE,
 ) -> Hit:
     traits = Traits(effort, cost, frozenset(places), frozenset({"alone"}), anyone, starter)
     document = Document(
         doc_id,
         title or f"챌린지 {doc_id}",
         body,
-        Category.ZERO_WASTE,
+        category,
         locations,
         work_types,
         (),
@@ -47,6 +48,34 @@ def _hit(
 
 def _ids(ranked: Ranked) -> list[str]:
     return [hit.document.id for hit in ranked.hits]
+
+
+def test_a_subject_spanning_fields_is_answered_from_every_field_its_search_puts_above() -> None:
+    """The field's first stays first; another field's challenge that the message's own search
+    of every field puts above the field's next ones comes before them; one shown before, one
+    not meeting the constraints, one for a narrow persona the user is not known to be, and
+    one below the few nearest, do not."""
+    up = Category.UPCYCLING
+    field = Ranked((_hit("zw-1"), _hit("zw-2"), _hit("zw-3")))
+    nearest = [
+        _hit("zw-1"),
+        _hit("up-1", category=up),
+        _hit("up-shown", category=up),
+        _hit("up-paid", category=up, cost="some"),
+        _hit("up-boat", category=up, anyone=False, locations=("바닷가",)),
+        _hit("zw-2"),
+        _hit("up-far", category=up),
+    ]
+    kept = across_fields(field, nearest, shown={"up-shown"}, constraints=(), top=7)
+    assert _ids(kept) == ["zw-1", "up-1", "up-paid", "zw-2", "up-far", "zw-3"]
+    free = across_fields(field, nearest, constraints={Constraint.FREE}, top=7)
+    assert _ids(free) == ["zw-1", "zw-2", "zw-3"]  # none of the others costs nothing
+    seaside = Situation(location="바닷가")
+    told = across_fields(field, nearest, shown={"up-shown"}, situation=seaside, top=7)
+    assert _ids(told)[:4] == ["zw-1", "up-1", "up-paid", "up-boat"]
+    assert _ids(across_fields(field, nearest, top=1)) == ["zw-1", "zw-2", "zw-3"]
+    unmet = Ranked(field.hits, unmet=True)  # the nearest to constraints none meets: as it is
+    assert across_fields(unmet, nearest) == unmet
 
 
 def test_constraints_keep_only_what_satisfies_them() -> None:
