@@ -16,7 +16,9 @@
       -> a field asked for with nothing in it ("비건 챌린지 추천해줘"), or base-info in the
          city: its classic first steps first, in their order (the catalogue's ``starter``
          rank)
-      -> the order
+      -> the order; on a conversation's first ask whose subject spans fields, the other
+         fields' challenges its own search of every field puts above the field's next ones
+         join after the first (:func:`across_fields`)
 
 Retrieval's own order is the base: its first pick was relevant 0.90 of the time on the choice
 bench, the default model's 0.72 (bench/README.md "Choice"), so the gateway puts the first
