@@ -237,9 +237,6 @@ def across_fields(
         mine = place.get(rest[0].document.id, top) if rest else top + 1
         if others and place[others[0].document.id] < mine:
             merged.append(others.pop(0))
-        elif rest:
-            merged.append(rest.pop(0))
         else:
-            merged.extend(others)
-            break
+            merged.append(rest.pop(0))
     return Ranked((ranked.hits[0], *merged))

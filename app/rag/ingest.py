@@ -74,36 +74,27 @@ def ingest(
     store.ensure_collection(collection, embedder.dim)
     ids = [point_id(d, embedder.name) for d in documents]
     present = store.existing(collection, ids) if ids else set()
-    todo = [
-        (index, pid, d)
-        for index, (pid, d) in enumerate(zip(ids, documents, strict=True))
-        if pid not in present
-    ]
+    todo = [index for index, pid in enumerate(ids) if pid not in present]
     lengths = [len(terms(d.text)) for d in documents] or [1]
     sparse = SparseEncoder(average_length=sum(lengths) / len(lengths))
     shipped = _shipped(documents, embedder) if todo else None
 
     for start in range(0, len(todo), batch_size):
         batch = todo[start : start + batch_size]
-        texts = [d.text for _, _, d in batch]
+        docs = [documents[index] for index in batch]
         store.upsert(
             collection,
-            [pid for _, pid, _ in batch],
-            (
-                shipped[[index for index, _, _ in batch]]
-                if shipped is not None
-                else embedder.embed_passages(texts)
-            ),
-            [
-                sparse.encode_passage(f"{t}\n{' '.join(d.keywords)}")
-                for t, (_, _, d) in zip(texts, batch, strict=True)
-            ],
-            [_payload(d) for _, _, d in batch],
+            [ids[index] for index in batch],
+            shipped[batch]
+            if shipped is not None
+            else embedder.embed_passages([d.text for d in docs]),
+            [sparse.encode_passage(f"{d.text}\n{' '.join(d.keywords)}") for d in docs],
+            [_payload(d) for d in docs],
         )
         if progress is not None:
             progress(start + len(batch), len(todo))
 
-    replaced = store.stale(collection, [d.id for _, _, d in todo], ids) if todo else []
+    replaced = store.stale(collection, [documents[i].id for i in todo], ids) if todo else []
     store.delete(collection, replaced)
     # Also when nothing changed: a run cut short before this line left the index unbuilt.
     log.info("building the search index of %r", collection)

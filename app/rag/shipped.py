@@ -8,9 +8,9 @@ holding a digest of the embedder's name and every ``(id, text)`` row it embeds. 
 digest differs (an edited corpus, another embedder, another ``CORPUS_PATH``) is never read;
 those texts are embedded instead.
 
-The documents' own vectors (what retrieval ranks by) ship here, exactly as embedded; the chat's
-sentences, passages and asks beside its examples (app/chat/sentence_bank.py). Rebuild both
-after editing the corpus:
+The documents' own vectors (what retrieval ranks by, and the chat's fit bank reads) ship here,
+exactly as embedded; the chat's sentences and asks beside its examples
+(app/chat/sentence_bank.py). Rebuild all three after editing the corpus:
 
     python -m app.chat.sentence_bank
 """
