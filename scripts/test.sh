@@ -51,9 +51,12 @@ echo ">> mypy (strict on app/ and preflight/)" >&2
 echo ">> import layers (lint-imports, contracts in pyproject.toml)" >&2
 .venv/bin/lint-imports --no-cache
 
-echo ">> pytest" >&2
+# Two workers by default (pytest-xdist): one process keeps one core busy, and this machine has
+# two. Each module goes whole to one worker, and all of vLLM's tests to one, first
+# (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
+echo ">> pytest (${TEST_WORKERS:-2} workers)" >&2
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --no-loadscope-reorder "$@"
 status=$?
 set -e
 if [[ $status -eq 5 ]]; then

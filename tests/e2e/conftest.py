@@ -9,11 +9,14 @@ run. ``ECO_E2E_MODEL`` serves another model folder instead.
 The servers a run needs begin loading in the background as soon as collection shows it needs
 them (:func:`pytest_collection_finish`): each takes half a minute of CPU to load and none
 while idle, so their loading overlaps the tests that run before the first end-to-end one
-instead of adding to the run.
+instead of adding to the run. In a run split over workers (pytest-xdist, scripts/test.sh)
+every test that needs vLLM runs in one worker, which starts them when its first such test
+asks; the other worker's tests overlap the loading then.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 
@@ -72,7 +75,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     for item in session.items:
         asked.update(getattr(item, "fixturenames", ()))
     count = 2 if "second_vllm_server" in asked else 1 if "vllm_server" in asked else 0
-    if count and _loading is None:
+    if count and _loading is None and "PYTEST_XDIST_WORKER" not in os.environ:
         _loading = _Loading(count)
 
 

@@ -14,6 +14,7 @@ gateway's venv and only talk HTTP to it. Nothing here installs anything.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -22,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -78,15 +78,20 @@ def vllm_python() -> Path:
 
 
 def build_tiny_model(cache_dir: str | os.PathLike[str]) -> Path:
-    """Build (or reuse) the tiny random Qwen2 under ``cache_dir/tiny-qwen2``; return its path."""
+    """Build (or reuse) the tiny random Qwen2 under ``cache_dir/tiny-qwen2``; return its path.
+    One build at a time across threads and processes (the suite runs in several workers): a
+    lock file beside the folder is held while it is built or checked."""
     out = Path(cache_dir).expanduser().resolve() / "tiny-qwen2"
-    proc = subprocess.run(
-        [str(vllm_python()), str(SCRIPTS / "make_tiny_model.py"), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with (out.parent / "tiny-qwen2.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = subprocess.run(
+            [str(vllm_python()), str(SCRIPTS / "make_tiny_model.py"), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
     if proc.returncode != 0:
         raise RuntimeError(
             f"make_tiny_model.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -94,20 +99,16 @@ def build_tiny_model(cache_dir: str | os.PathLike[str]) -> Path:
     return out
 
 
-_building = threading.Lock()  # a background start and a fixture may ask for the model at once
-
-
 def served_model_dir() -> Path:
     """The model folder the end-to-end tests serve: ``ECO_E2E_MODEL``, or the tiny random
     Qwen2 built once (then reused) under ``ECO_CACHE_DIR`` (default ``~/.cache/eco-gateway``).
     Raises :class:`VLLMVenvMissing` when the vLLM venv is missing."""
-    with _building:
-        vllm_python()
-        env = os.environ.get("ECO_E2E_MODEL")
-        if env:
-            return Path(env).expanduser()
-        cache = os.environ.get("ECO_CACHE_DIR")
-        return build_tiny_model(Path(cache) if cache else Path.home() / ".cache" / "eco-gateway")
+    vllm_python()
+    env = os.environ.get("ECO_E2E_MODEL")
+    if env:
+        return Path(env).expanduser()
+    cache = os.environ.get("ECO_CACHE_DIR")
+    return build_tiny_model(Path(cache) if cache else Path.home() / ".cache" / "eco-gateway")
 
 
 def _free_port(host: str = "127.0.0.1") -> int:
