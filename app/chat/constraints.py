@@ -534,8 +534,10 @@ _HOW_OR_WHY = re.compile(_HOW_WHY)
 _ASKS_A_FACT = re.compile(
     _HOW_WHY + r"|몇(?!\s*(?:개|가지|번째))|정말|진짜|실제로|효과|도움|의미|차이|소용"
     # what to mind or bring ("조심할 게 뭐야?"), whether it can be known ("있는지 알 수 있어?"),
-    # whether it wears or uses less ("덜 닳아?")
+    # whether it wears or uses less ("덜 닳아?"), whether what is said is so ("물이 덜 드는 거
+    # 맞아요?", "그게 사실이야?")
     r"|조심|주의할|준비물|는지\s*(?:미리\s*)?(?:알|확인)|덜\s*[가-힣]+\s*[?？]"
+    r"|(?:거|게|것|건|말|데)\s*(?:이\s*)?맞(?:아|나|죠|지|습니까)|사실(?:이|인)"
 )
 #: What to mind ("조심할 거 있어?", "주의할 점 있을까요?"): a question, though it asks for
 #: something there is.

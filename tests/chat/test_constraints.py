@@ -961,6 +961,9 @@ def test_a_demonstrative_before_a_noun_points_at_what_was_shown(message: str, po
         ("온수매트 밤새 틀어도 괜찮아? 조심할 거 있어?", True),  # what to mind, not challenges
         ("실외기 씻을 때 주의할 점 있을까요?", True),
         ("동네 마트에 리필 코너가 있는지 미리 알 수 있어?", True),
+        ("식기세척기 쓰면 물이 덜 드는 거 맞아요?", True),  # whether what is said is so
+        ("전기차가 더 친환경이라는 게 사실이야?", True),
+        ("사이즈 맞는 옷 중고로 사는 것도 챌린지 있어?", False),  # asks for challenges
         ("주말에 뭘 하는 게 좋을까?", False),  # which to do: asks for challenges
         ("환경에 도움 되는 거 있을까?", False),  # asks for challenges
         ("몇 개 더 보여 줘", False),  # more, not how many
