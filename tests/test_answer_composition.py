@@ -523,6 +523,21 @@ async def test_time_off_work_is_not_asked_for_at_work(
     ), _titles(answer)
 
 
+async def test_a_question_whether_it_is_so_is_answered_from_its_challenge_in_its_field(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "… 거 맞아요?" had been read as a plain ask ("가장 먼저 떠오른 … 챌린지는 …"), and the
+    # message's nearest of another field had joined the answer (a phone case).
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    params = {"sessionId": "c6q", "message": "식기세척기 쓰면 물이 덜 드는 거 맞아요?"}
+    answer = _answer(await read_stream(http, FREE, params))
+    first = CATALOGUE[_titles(answer)[0]]
+    assert first.id == "es-048", _titles(answer)
+    assert "가장 먼저 떠오른" not in answer["recommend"], answer["recommend"]
+    assert "물을 데우고 말리는 데" in answer["recommend"]  # its text, as the catalogue has it
+    assert all(CATALOGUE[title].category is first.category for title in _titles(answer))
+
+
 @pytest.mark.parametrize(
     ("session", "message", "served"),
     [

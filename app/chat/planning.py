@@ -99,7 +99,7 @@ from app.chat.intent import (
 )
 from app.chat.plan import BaseInfoTurn, FreeTextTurn, Reply, TurnPlan
 from app.chat.prompts import PromptInput, answer_messages
-from app.chat.ranking import Ranked, Situation, across_fields, rank
+from app.chat.ranking import ACROSS_TOP, ACROSS_TOP_ASKED, Ranked, Situation, across_fields, rank
 from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
@@ -468,7 +468,12 @@ class Planner:
             # A first ask whose subject spans fields ("옷 관련해서 할 수 있는 거"): the other
             # fields' challenges its own search puts above the field's next ones join them.
             ranked = across_fields(
-                ranked, nearest, shown=state.shown, constraints=constraints, situation=situation
+                ranked,
+                nearest,
+                shown=state.shown,
+                constraints=constraints,
+                situation=situation,
+                top=ACROSS_TOP_ASKED if facets.question else ACROSS_TOP,
             )
         opening = replace(
             _opening(intent, state, category, among=among, plain=plain, again=again is not None),

@@ -35,11 +35,14 @@ from app.domain.categories import CITY
 from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
-__all__ = ["ACROSS_TOP", "Ranked", "Situation", "across_fields", "rank"]
+__all__ = ["ACROSS_TOP", "ACROSS_TOP_ASKED", "Ranked", "Situation", "across_fields", "rank"]
 
 #: How many of the message's nearest challenges of every field may join a field's answer
 #: (:func:`across_fields`).
 ACROSS_TOP = 5
+#: For a question, only the message's own nearest: the others near its words are seldom what it
+#: asks ("식기세척기 쓰면 물이 덜 드는 거 맞아요?" is no phone case's).
+ACROSS_TOP_ASKED = 1
 #: How many places a narrow persona's challenge falls behind in retrieval's order unless the
 #: user's place is known to be its place (:func:`_persona_known`), and how many a challenge
 #: tagged for the situation told in words rises (per tag).
