@@ -56,6 +56,9 @@ class _Stores:
     def __call__(
         self, *, max_turns: int = 3, ttl_seconds: float = 60, **client: Any
     ) -> RedisSessionStore:
+        # redis-py waits 5 s for a reply by default; a loaded CI machine (vLLM loading in the
+        # other test worker) has taken longer, and these tests are about order, not deadlines.
+        client.setdefault("socket_timeout", 30.0)
         redis = Redis.from_url(self.url, **client)
         store = RedisSessionStore(
             redis, max_turns=max_turns, ttl_seconds=ttl_seconds, prefix=self.prefix
