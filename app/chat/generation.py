@@ -84,8 +84,13 @@ class Generator:
         outcome = "disconnected"  # until its terminal event: the reader left first
         display = _Display(plan)
         try:
+            # The gateway's own opening (its recommend and first challenge) is shown before the
+            # model is asked: the model's prefill of a new prompt takes seconds on a CPU.
+            if opening := display.opening():
+                self._metrics.ttft.observe(time.monotonic() - plan.started)
+                yield Delta(opening)
             try:
-                async for shown in self._shown(plan, display, usage):
+                async for shown in self._shown(plan, display, usage, first=not opening):
                     yield Delta(shown)
                 result = None if display.guard.looping else display.scrubber.finish()
             except GatewayError as exc:
@@ -98,8 +103,6 @@ class Generator:
                 outcome = "500"
                 yield Failed(InternalFailure("unexpected error in the stream"))
                 return
-            if early := display.unsaid_opening():  # the upstream ended without a token
-                yield Delta(early)
             ending = self._ending(plan, display, result)
             if isinstance(ending, GatewayError):
                 outcome = str(ending.status)
@@ -146,12 +149,12 @@ class Generator:
         await self._sessions.record(plan.session_id, turn=turn)
 
     async def _shown(
-        self, plan: TurnPlan, display: _Display, usage: TokenUsage
+        self, plan: TurnPlan, display: _Display, usage: TokenUsage, *, first: bool
     ) -> AsyncIterator[str]:
         """The display text as the upstream's tokens arrive; stops at a loop (closing the
-        stream aborts the generation upstream)."""
+        stream aborts the generation upstream). ``first``: nothing has been shown yet."""
         metrics = self._metrics
-        first, last = True, None
+        last = None
         pieces = self._llm.stream_chat(
             plan.messages,
             request_id=plan.request_id,
@@ -208,8 +211,8 @@ class Generator:
 
 
 class _Display:
-    """What one answer shows: the scrubber (the only path from model tokens to display text),
-    the gateway's recommend before the model's first words, and the repetition guard."""
+    """What one answer shows: the gateway's opening, then the scrubber (the only path from
+    model tokens to display text), all through one repetition guard."""
 
     def __init__(self, plan: TurnPlan) -> None:
         self.scrubber = AnswerDisplay(
@@ -219,9 +222,7 @@ class _Display:
             bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
         )
         self.guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
-        # Shown with the model's first token: an upstream that fails before it has said
-        # anything leaves nothing on screen but the error.
-        self._opening: str | None = plan.opening
+        self._opening = plan.opening
         # The model's own text, for a prompt that replays the conversation.
         self._pieces: list[str] | None = [] if plan.replays else None
 
@@ -232,14 +233,11 @@ class _Display:
     def feed(self, piece: str) -> str:
         if self._pieces is not None:
             self._pieces.append(piece)
-        text = self.scrubber.feed(piece)
-        if self._opening:
-            text, self._opening = self._opening + text, None
-        return self.guard.feed(text)
+        return self.guard.feed(self.scrubber.feed(piece))
 
-    def unsaid_opening(self) -> str:
-        opening, self._opening = self._opening, None
-        return self.guard.feed(opening) if opening else ""
+    def opening(self) -> str:
+        """The gateway's opening as the guard lets it through (once)."""
+        return self.guard.feed(self._opening) if self._opening else ""
 
 
 def _ended(plan: TurnPlan, usage: TokenUsage, outcome: str) -> None:

@@ -408,6 +408,12 @@ class LLMClient:
             except GatewayError as error:
                 _failed(span, error)
                 raise
+            except asyncio.CancelledError:
+                # The consumer left before the answer began (a client that read the gateway's
+                # opening and went): the request is dropped, and its generation with it.
+                self._metrics.upstream_aborts.inc()
+                span.set_attribute("gateway.aborted", True)
+                raise
             finally:
                 if not streaming:
                     self._pool.release(upstream)
