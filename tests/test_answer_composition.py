@@ -24,7 +24,7 @@ from app.domain.categories import Category
 from app.rag.corpus import SITUATION_FIRSTS, load_corpus, load_situation_firsts
 from tests.integration_fixtures import READ_TIMEOUT
 from tests.support.gateway import GatewayProcess
-from tests.support.sse import Frame, StreamResult, assert_well_formed, iter_frames, read_stream
+from tests.support.sse import StreamResult, assert_well_formed, read_stream
 from tests.support.store import CORPUS, store_copy
 from tests.upstream.scripted_openai import ScriptedUpstreamThread
 
@@ -133,20 +133,15 @@ async def test_the_model_picks_and_the_catalogue_describes(
 async def test_the_gateways_opening_is_shown_before_the_model_answers(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:
-    # The model has not sent even its response headers, and the gateway's recommend and first
-    # challenge are on screen already; the stall still ends the stream with its error.
+    # The model never sends even its response headers: all text shown is the gateway's own,
+    # its recommend and first challenge, sent before the model was asked. The stall still
+    # ends the stream with its error.
     scripted.set_scenario("stall", after_chunks=0, hold=30, before_headers=True)
     params = {"sessionId": "c0", "location": "농촌", "workType": "재택근무", "category": "VEGAN"}
-    frames: list[Frame] = []
-    async with http.stream("GET", BASE, params=params) as response:
-        async for frame in iter_frames(response.aiter_lines()):
-            if frame.event == "challenge" and not frames:
-                assert scripted.stats["active_streams"] == 1  # asked, not answered
-                assert scripted.stats["streams_completed"] == 0
-            frames.append(frame)
-    result = StreamResult(response.status_code, response.headers, frames)
+    result = await read_stream(http, BASE, params)
     assert_well_formed(result)
     assert result.terminal.payload["status"] == 504
+    assert scripted.stats["streams_started"] == 1  # the model was asked
     recommend, _, first = result.text.partition("\n\n")
     title, _, description = first.partition("\n")
     assert "비건" in recommend, result.text
