@@ -11,26 +11,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.fake_vllm import fake_vllm_venv
 from tests.support.gateway import ROOT, free_port
-
-FAKE_VLLM = ROOT / "tests" / "support" / "fake_vllm.py"
-
-
-def _fake_vllm_venv(folder: Path) -> Path:
-    """A venv that scripts/serve_vllm.sh accepts, whose python plays vLLM."""
-    (folder / "bin").mkdir(parents=True)
-    python = folder / "bin" / "python"
-    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_VLLM}" "$@"\n')
-    python.chmod(0o755)
-    (folder / ".eco-gateway-vllm-installed").write_text("fake\n")
-    return folder
 
 
 def _alive(pid: int) -> bool:
@@ -52,7 +40,7 @@ def test_ctrl_c_stops_the_gateway_and_vllm(piped: bool, store_path: str, tmp_pat
     }
     env.update(
         {
-            "VLLM_VENV": str(_fake_vllm_venv(tmp_path / "venv")),
+            "VLLM_VENV": str(fake_vllm_venv(tmp_path / "venv")),
             "MODEL": "org/fake-model",  # a hub name: no preflight, no fetch
             "PORT": str(vllm_port),
             "GATEWAY_PORT": str(gateway_port),

@@ -1,9 +1,16 @@
-"""scripts/serve_vllm.sh refuses a broken model folder before vLLM loads it (preflight)."""
+"""scripts/serve_vllm.sh refuses a broken model folder before vLLM loads it (preflight), and
+serves in float32 on a CPU whose bf16 is emulated."""
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
+
+import pytest
+
+from tests.support.fake_vllm import fake_vllm_venv
+from tests.support.gateway import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -27,3 +34,53 @@ def test_serve_script_stops_at_preflight_with_the_fix(tmp_path: Path) -> None:
     assert "FAIL  tokenizer: no tokenizer files" in done.stderr
     assert "preflight found a problem" in done.stderr
     assert not (tmp_path / "vllm-8899.pid").exists(), "vLLM must not have been started"
+
+
+@pytest.mark.parametrize(
+    ("flags", "dtype", "passed"),
+    [
+        ("fpu sse2 avx2 fma", None, "float32"),  # AVX2 only: bf16 would be emulated
+        ("fpu avx2 avx512f avx512_bf16", None, None),  # native bf16: vLLM's own choice
+        ("fpu avx2 amx_bf16 amx_tile", None, None),
+        ("fpu sse2 avx2 fma", "bfloat16", "bfloat16"),  # DTYPE said wins
+    ],
+    ids=["avx2", "avx512_bf16", "amx", "dtype-set"],
+)
+def test_serve_script_serves_float32_where_bf16_is_emulated(
+    tmp_path: Path, flags: str, dtype: str | None, passed: str | None
+) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    argfile, pidfile = tmp_path / "args", tmp_path / "vllm.pid"
+    env = {key: value for key, value in os.environ.items() if key not in ("DTYPE", "MODEL")}
+    env.update(
+        {
+            "VLLM_VENV": str(fake_vllm_venv(tmp_path / "venv")),
+            "MODEL": "org/fake-model",  # a hub name: no preflight, no fetch
+            "VLLM_DEVICE": "cpu",
+            "CPUINFO": str(cpuinfo),
+            "PORT": str(free_port()),
+            "LOG_DIR": str(tmp_path),
+            "PID_FILE": str(pidfile),
+            "FAKE_VLLM_ARGS": str(argfile),
+            **({"DTYPE": dtype} if dtype else {}),
+        }
+    )
+    done = subprocess.run(
+        ["scripts/serve_vllm.sh", "--background"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    try:
+        assert done.returncode == 0, done.stderr
+        args = argfile.read_text().split("\n")
+    finally:
+        if pidfile.exists():
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+    if passed is None:
+        assert "--dtype" not in args, args
+    else:
+        assert args[args.index("--dtype") + 1] == passed, args

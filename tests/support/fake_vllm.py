@@ -1,13 +1,26 @@
 """A stand-in for vLLM's OpenAI server for tests of the start scripts: answers ``/health`` and
 ``/v1/models`` on ``--port`` and writes its PID to ``$FAKE_VLLM_PIDFILE``. Takes (and ignores)
-the rest of vLLM's command line, so that ``scripts/serve_vllm.sh`` can start it as vLLM."""
+the rest of vLLM's command line (written to ``$FAKE_VLLM_ARGS`` when set), so that
+``scripts/serve_vllm.sh`` can start it as vLLM."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+def fake_vllm_venv(folder: Path) -> Path:
+    """A venv that scripts/serve_vllm.sh accepts, whose python plays vLLM (this file)."""
+    (folder / "bin").mkdir(parents=True)
+    python = folder / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    python.chmod(0o755)
+    (folder / ".eco-gateway-vllm-installed").write_text("fake\n")
+    return folder
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -35,6 +48,9 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     _, _ = parser.parse_known_args()
     args, _ = parser.parse_known_args()
+    if argfile := os.environ.get("FAKE_VLLM_ARGS"):  # the command line, one argument a line
+        with open(argfile, "w") as out:
+            out.write("\n".join(sys.argv[1:]))
     if pidfile := os.environ.get("FAKE_VLLM_PIDFILE"):
         with open(pidfile, "w") as out:
             out.write(str(os.getpid()))
