@@ -1,6 +1,7 @@
 """The second half of a turn: from a :class:`TurnPlan` to display text and one terminal event.
 
-    upstream tokens -> scrubber (JSON -> fields) -> display (catalogue descriptions; whole
+    the plan's opening (the gateway's recommend and first challenge), before the model is asked
+    -> upstream tokens -> scrubber (JSON -> fields) -> display (catalogue descriptions; whole
     titles, none twice; bounded values end at a sentence) -> repetition guard -> Delta events
     -> Done (the answer, with the session's category) or Failed
 
