@@ -15,14 +15,8 @@ from tests.support.gateway import free_port
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_serve_script_stops_at_preflight_with_the_fix(tmp_path: Path) -> None:
-    model = tmp_path / "half-merged"
-    model.mkdir()
-    (model / "config.json").write_text(
-        json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
-    )
-    env = {**os.environ, "MODEL": str(model), "PORT": "8899", "LOG_DIR": str(tmp_path)}
-    done = subprocess.run(
+def _serve_in_background(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         ["scripts/serve_vllm.sh", "--background"],
         cwd=ROOT,
         env=env,
@@ -30,6 +24,16 @@ def test_serve_script_stops_at_preflight_with_the_fix(tmp_path: Path) -> None:
         text=True,
         timeout=120,
     )
+
+
+def test_serve_script_stops_at_preflight_with_the_fix(tmp_path: Path) -> None:
+    model = tmp_path / "half-merged"
+    model.mkdir()
+    (model / "config.json").write_text(
+        json.dumps({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"})
+    )
+    env = {**os.environ, "MODEL": str(model), "PORT": "8899", "LOG_DIR": str(tmp_path)}
+    done = _serve_in_background(env)
     assert done.returncode != 0
     assert "FAIL  tokenizer: no tokenizer files" in done.stderr
     assert "preflight found a problem" in done.stderr
@@ -66,14 +70,7 @@ def test_serve_script_serves_float32_where_bf16_is_emulated(
             **({"DTYPE": dtype} if dtype else {}),
         }
     )
-    done = subprocess.run(
-        ["scripts/serve_vllm.sh", "--background"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = _serve_in_background(env)
     try:
         assert done.returncode == 0, done.stderr
         args = argfile.read_text().split("\n")

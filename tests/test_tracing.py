@@ -10,7 +10,7 @@ tracers keep the first): one for this module, emptied before each test.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -148,27 +148,40 @@ async def test_one_trace_per_turn_parented_to_the_callers_span(
     assert all("플로깅" not in str(v) for s in spans for v in (s.attributes or {}).values())
 
 
-def _tokens_read(metrics: str) -> float:
-    """How many upstream text chunks the gateway has read, all turns together."""
-    found = re.search(r"^gateway_tokens_out_total (\S+)$", metrics, re.MULTILINE)
+def _counter(metrics: str, name: str) -> float:
+    """An unlabelled counter's value in the Prometheus text (0 while it has none)."""
+    found = re.search(rf"^{name} (\S+)$", metrics, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
 
 
-async def _leave_while_the_model_writes(gateway: httpx.AsyncClient) -> ReadableSpan:
-    """A base-info turn whose client hangs up once the gateway has read the model's first
-    tokens (its opening, the first text, comes before the model is asked); the turn's span."""
+async def _leave_after_the_opening(
+    gateway: httpx.AsyncClient, until: Callable[[], Awaitable[object]]
+) -> ReadableSpan:
+    """A base-info turn whose client reads the first text (the gateway's opening, sent before
+    the model is asked), waits ``until()`` and hangs up; the turn's span."""
     gateway.headers["traceparent"] = TRACEPARENT
     params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
-    before = _tokens_read((await gateway.get("/metrics")).text)
     async with gateway.stream("GET", BASE_INFO, params=params) as response:  # then hang up
         lines = response.aiter_lines()  # held: a dropped iterator closes the stream
         async for line in lines:
             if line.startswith("event: challenge"):
                 break
-        with anyio.fail_after(10):
-            while _tokens_read((await gateway.get("/metrics")).text) <= before:
-                await anyio.sleep(0.01)
+        await until()
     return await _ended(exporter=_EXPORTER, name="turn base-info")
+
+
+async def _leave_while_the_model_writes(gateway: httpx.AsyncClient) -> ReadableSpan:
+    """The turn's client hangs up once the gateway has read the model's first tokens."""
+    before = _counter((await gateway.get("/metrics")).text, "gateway_tokens_out_total")
+
+    async def tokens_read() -> None:
+        with anyio.fail_after(10):
+            while (
+                _counter((await gateway.get("/metrics")).text, "gateway_tokens_out_total") <= before
+            ):
+                await anyio.sleep(0.01)
+
+    return await _leave_after_the_opening(gateway, tokens_read)
 
 
 async def test_a_client_that_leaves_closes_the_turns_spans_and_its_tokens_count(
@@ -201,21 +214,18 @@ async def test_a_client_that_leaves_before_the_model_answers_aborts_its_request(
 ) -> None:
     # The model has not begun: the client read the gateway's opening and went.
     upstream.set_scenario("stall", after_chunks=0, hold=30, before_headers=True)
-    params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
-    async with gateway.stream("GET", BASE_INFO, params=params) as response:  # then hang up
-        lines = response.aiter_lines()
-        async for line in lines:
-            if line.startswith("event: challenge"):
-                break
+
+    async def asked() -> None:
         await upstream.upstream.wait_until(lambda: upstream.stats["active_streams"] == 1, 5)
-    turn = await _ended(exporter, "turn base-info")
+
+    turn = await _leave_after_the_opening(gateway, asked)
     attempt = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
     assert (turn.attributes or {})["gateway.outcome"] == "disconnected"
     assert (attempt.attributes or {})["gateway.aborted"] is True
     # The request was dropped, not left to run: the upstream saw its client go.
     await upstream.upstream.wait_until(lambda: upstream.stats["streams_aborted_by_client"], 5)
     metrics = (await gateway.get("/metrics")).text
-    assert re.search(r"^gateway_upstream_aborts_total 1\.0$", metrics, re.MULTILINE), metrics
+    assert _counter(metrics, "gateway_upstream_aborts_total") == 1.0, metrics
 
 
 async def test_an_upstream_without_usage_is_counted_from_the_stream(
