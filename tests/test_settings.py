@@ -42,3 +42,14 @@ def test_cors_origins_from_a_comma_list(monkeypatch: pytest.MonkeyPatch) -> None
         "http://a.example",
         "http://b.example",
     ]
+
+
+def test_the_model_picks_by_number_by_default_and_titles_is_its_former_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert Settings(_env_file=None).answer_composition == "picks"  # type: ignore[call-arg]
+    monkeypatch.setenv("ANSWER_COMPOSITION", "titles")
+    assert Settings(_env_file=None).answer_composition == "picks"  # type: ignore[call-arg]
+    monkeypatch.setenv("ANSWER_COMPOSITION", "captions")
+    with pytest.raises(ValidationError):
+        Settings(_env_file=None)  # type: ignore[call-arg]

@@ -12,6 +12,11 @@ the SPEC's plain display, as :class:`~app.llm.scrubber.AnswerScrubber` does.
   catalogue says the rest. A complete title is shown with its catalogue description right after
   it, exactly as the catalogue has it; the model's own description, if it writes one, is neither
   shown nor kept; a title the catalogue does not hold drops its challenge.
+* ``picks`` (the candidates' titles and descriptions, in the prompt's numbered order): the model
+  writes ``{"picks": [2, 1]}``, numbers in that list (app/llm/schema.py ``Picks``). Each pick
+  is shown once the parser has read it whole (its number ends at the next comma or bracket) as
+  the catalogue's title and description; a number repeated or outside the list is dropped.
+  The answer's challenges are the picks shown.
 * ``recommend``: the recommend is the gateway's own text, which the caller shows before the first
   feed: it is the answer's recommend and the first block of the layout, and a recommend the
   model writes anyway is neither shown nor kept.
@@ -22,13 +27,13 @@ the SPEC's plain display, as :class:`~app.llm.scrubber.AnswerScrubber` does.
 
 The answer is the model's document as parsed, changed only where the reader was shown something
 else: a dropped challenge is not in it, a description is the catalogue's, a value cut at a
-sentence end ends there, the recommend is the gateway's.
+sentence end ends there, the recommend is the gateway's, the picks are the challenges shown.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -53,6 +58,7 @@ _SENTENCE_ENDS: Final = re.compile(r"[.!?…]+")
 
 _RECOMMEND, _TITLE, _DESCRIPTION = DISPLAY_KEYS
 _CHALLENGES: Final = "challenges"
+_PICKS: Final = "picks"
 
 # How the open value is shown.
 _HIDDEN: Final = 0
@@ -91,6 +97,9 @@ class AnswerDisplay:
         "_open",
         "_parser",
         "_parts",
+        "_picked",
+        "_picks",
+        "_picks_read",
         "_prose_shown",
         "_recommend",
         "_released",
@@ -106,8 +115,12 @@ class AnswerDisplay:
         whole_titles: bool = False,
         recommend: str | None = None,
         bounds: Mapping[str, int] | None = None,
+        picks: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         self._parser = FieldParser()
+        self._picks = picks
+        self._picked: list[dict[str, str]] = []  # the picks shown, as challenges
+        self._picks_read = 0  # numbers of the picks array read so far
         self._catalogue = catalogue
         self._whole_titles = whole_titles or catalogue is not None
         self._bounds = dict(bounds or {})
@@ -133,6 +146,7 @@ class AnswerDisplay:
         """Read the next piece of model output; return the display text now certain."""
         out: list[str] = []
         self._read(self._parser.feed(text), out)
+        self._read_picks(out)
         return "".join(out)
 
     def finish(self) -> ScrubResult:
@@ -140,6 +154,7 @@ class AnswerDisplay:
         end = self._parser.finish()
         tail: list[str] = []
         self._read(end.events, tail)
+        self._read_picks(tail)
         if self._reading_recommend():
             self._recommend = self._shown_value()  # cut here: partial() keeps it
         return end.result("".join(tail), self._composed(end.document))
@@ -262,6 +277,26 @@ class AnswerDisplay:
             self._fields += 1
             challenge.description = description
 
+    def _read_picks(self, out: list[str]) -> None:
+        """Show the picks the parser has read whole since the last feed (``picks`` only)."""
+        numbers = None if self._picks is None else self._parser.document.get(_PICKS)
+        if not isinstance(numbers, list) or self._picks is None:
+            return
+        while self._picks_read < len(numbers):
+            number = numbers[self._picks_read]
+            self._picks_read += 1
+            if type(number) is not int or not 1 <= number <= len(self._picks):
+                continue  # not a number in the list: dropped, as a title the catalogue lacks
+            title, description = self._picks[number - 1]
+            if title in self._titles:
+                continue  # a repeat
+            self._titles.add(title)
+            if self._blocks:
+                out.append("\n\n")
+            self._blocks += 1
+            out.append(f"{title}\n{description}")
+            self._picked.append({_TITLE: title, _DESCRIPTION: description})
+
     # ----------------------------------------------------------------- bounds
 
     def _shown_value(self) -> str:
@@ -318,7 +353,10 @@ class AnswerDisplay:
         elif isinstance(composed.get(_RECOMMEND), str) and self._recommend is not None:
             composed[_RECOMMEND] = self._recommend  # the last string value: as shown
         items = composed.get(_CHALLENGES)
-        if isinstance(items, list):
+        if self._picks is not None and _PICKS in composed:
+            del composed[_PICKS]
+            composed[_CHALLENGES] = [dict(item) for item in self._picked]
+        elif isinstance(items, list):
             composed[_CHALLENGES] = [
                 self._item(i, item) for i, item in enumerate(items) if not self._dropped_at(i, item)
             ]

@@ -42,10 +42,11 @@ log = logging.getLogger(__name__)
 _SALVAGE_RECOMMEND = "상황에 맞는 챌린지를 골라 봤어요."
 #: A sentence is shown once: its second showing is a loop (SPEC "What an answer must be").
 _MAX_REPEATS = 1
-#: Tokens each composition needs at most: three titles of up to about 30 tokens in JSON; plus a
-#: recommend at its length bound (160 characters, about 1.3 tokens each in Qwen's tokenizer);
-#: plus three descriptions.
-_MAX_TOKENS = {"titles": 128, "recommend": 320, "descriptions": 768}
+#: Tokens each composition needs at most: three numbers in JSON (``{"picks":[2,1,3]}`` is 10 in
+#: Qwen's tokenizer; room for whitespace where no grammar removes it); three titles of up to
+#: about 30 tokens in JSON plus a recommend at its length bound (160 characters, about 1.3
+#: tokens each); plus three descriptions.
+_MAX_TOKENS = {"picks": 32, "recommend": 320, "descriptions": 768}
 #: A chat template's tokens around each message (Qwen's: `<|im_start|>`, the role, a newline,
 #: `<|im_end|>`, a newline: 5) and around the whole prompt (the assistant's opening, a default
 #: system line some templates add): at most these.
@@ -221,6 +222,7 @@ class _Display:
             whole_titles=True,
             recommend=plan.recommend,
             bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
+            picks=list(plan.catalogue.items()) if plan.composition == "picks" else None,
         )
         self.guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
         self._opening = plan.opening

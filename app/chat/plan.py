@@ -70,12 +70,12 @@ class TurnPlan:
     max_picks: int
     grounded: bool  # titles restricted to the candidates' (a JSON-schema enum)
     user_text: str  # what the session remembers of the user's side of the turn
-    # The titles prompt replays the conversation (PROMPT_REPLAY_TURNS; app/chat/planning.py):
+    # The picks prompt replays the conversation (PROMPT_REPLAY_TURNS; app/chat/planning.py):
     # the session keeps this exchange word for word; ``replayed`` earlier ones are in it.
     replays: bool = False
     replayed: int = 0
-    recommend: str | None = None  # the gateway's own recommend (the ``titles`` composition)
-    # The first challenge, put by the gateway before the model's choices (the ``titles``
+    recommend: str | None = None  # the gateway's own recommend (the ``picks`` composition)
+    # The first challenge, put by the gateway before the model's choices (the ``picks``
     # composition: app/chat/ranking.py), and the description shown for it: the catalogue's,
     # less the sentence the recommend already quotes as a question's answer.
     lead: Hit | None = None
@@ -124,8 +124,10 @@ class TurnPlan:
         return tuple(by_title[title] for title in titles if title in by_title)
 
     def schema(self) -> dict[str, Any]:
+        # Picks are numbers in the candidates' list: always that list's.
+        grounded = self.grounded or self.composition == "picks"
         return answer_schema(
-            self.titles if self.grounded else (),
+            self.titles if grounded else (),
             composition=self.composition,
             min_items=self.min_picks,
             max_items=self.max_picks,

@@ -18,7 +18,7 @@ session ("다른 거", "더 쉬운 거"), or exactly the ones just shown ("그 �
 constraints in force ("돈 안 드는 거", "집에서": app/chat/constraints.py) when any does. The
 turn decides what to search them with (its own words, the conversation's topic, a subject
 it names, the first ask again), and they are ranked
-(app/chat/ranking.py); in the ``titles`` composition the best is the answer's first challenge,
+(app/chat/ranking.py); in the ``picks`` composition the best is the answer's first challenge,
 put by the gateway, and the model orders the next ones. A question is answered from the
 catalogue sentence that holds it (app/chat/answers.py), its challenge first.
 
@@ -906,7 +906,7 @@ class Planner:
         """A free-text turn's prompt: a follow-up in the same category sees the last exchange;
         the descriptions composition replays the turns of this category only (answers about
         another one would be copied by a small model; turns stored without a category count
-        as the current one's); the titles composition replays the conversation's last turns
+        as the current one's); the picks composition replays the conversation's last turns
         word for word when PROMPT_REPLAY_TURNS asks (:func:`_replay`)."""
         follow_up = intent.kind in _FOLLOW_UPS and category is state.category
         keep = self._settings.prompt_history_turns
@@ -1007,7 +1007,7 @@ class Planner:
         told: tuple[str, ...] = (),
         topic: str = "",
     ) -> TurnPlan:
-        """The plan from the ranked candidates. In the ``titles`` composition the best is the
+        """The plan from the ranked candidates. In the ``picks`` composition the best is the
         first challenge, put by the gateway; the model orders the next ``RETRIEVAL_K`` (none
         for "그 중에 …": the one that answers it). Other compositions give the model the best
         ``RETRIEVAL_K`` to write from."""
@@ -1018,7 +1018,7 @@ class Planner:
         composition = settings.answer_composition if hits else "descriptions"
         picks = settings.answer_challenges
         lead: Hit | None = None
-        if composition == "titles":
+        if composition == "picks":
             # "그 중에 제일 쉬운 건?": the one that answers it, chosen by the gateway alone.
             lead, rest = hits[0], hits[1:]
             candidates = () if among else rest[: settings.retrieval_k]
@@ -1032,7 +1032,7 @@ class Planner:
         )
         messages = answer_messages(prompt, composition, examples=settings.prompt_examples)
         recommend = None
-        if composition == "titles" and lead is not None:
+        if composition == "picks" and lead is not None:
             recommend = compose_recommend(replace(opening, lead=lead.document.title))
         shown = {hit.document.id for hit in (*candidates, *((lead,) if lead else ()))}
         in_force = tuple(c.value for c in Constraint if c in constraints)
@@ -1045,8 +1045,8 @@ class Planner:
             category=prompt.category,
             candidates=tuple(candidates),
             messages=tuple(messages),
-            replays=composition == "titles" and settings.prompt_replay_turns > 0,
-            replayed=len(prompt.replay) if composition == "titles" else 0,
+            replays=composition == "picks" and settings.prompt_replay_turns > 0,
+            replayed=len(prompt.replay) if composition == "picks" else 0,
             composition=composition,
             min_picks=least,
             max_picks=most,
@@ -1167,7 +1167,7 @@ def _leaning(vector: QueryVector, toward: QueryVector, weight: float) -> QueryVe
 
 
 def _replay(turns: tuple[Turn, ...], keep: int) -> tuple[Turn, ...]:
-    """The earlier turns a ``titles`` prompt replays (at most ``keep``: PROMPT_REPLAY_TURNS):
+    """The earlier turns a ``picks`` prompt replays (at most ``keep``: PROMPT_REPLAY_TURNS):
     those the last turn's prompt replayed, and the last turn, so that this prompt begins with
     the whole of the last one (vLLM's prefix cache has it on the session's replica; the model's
     reply and what follows are prefilled again). Past ``keep``, the window starts

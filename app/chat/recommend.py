@@ -1,4 +1,4 @@
-"""The recommend the gateway writes itself (``ANSWER_COMPOSITION=titles``): what this turn does
+"""The recommend the gateway writes itself (``ANSWER_COMPOSITION=picks``): what this turn does
 for this person, in warm Korean sentences.
 
 With the default 0.5B model a recommend of its own said the message back, copied the candidate

@@ -2,11 +2,14 @@
 
 Three compositions (``ANSWER_COMPOSITION``), named by what the model writes:
 
-- ``titles`` (the default): the model chooses the challenges among the candidates, by title
-  (:class:`Titles`); the gateway writes the recommend from what the turn knows, and each
-  description is the catalogue's, shown exactly as the catalogue has it. A weak model garbles
-  text it re-types and writes a poor recommend; its choice is what it does well.
-- ``recommend``: the model writes the recommend too (:class:`RecommendAndTitles`).
+- ``picks`` (the default): the model chooses the challenges among the candidates, by their
+  numbers in the prompt's candidate list (:class:`Picks`, ``{"picks": [2, 1]}``: about 10
+  tokens, where titles took 40-50); the gateway writes the recommend from what the turn knows,
+  and each challenge is the catalogue's title and description, shown exactly as the catalogue
+  has them. A weak model garbles text it re-types and writes a poor recommend, and decoding is
+  most of an answer's time on a CPU. ``titles`` is read as ``picks`` (its former name).
+- ``recommend``: the model writes the recommend and the titles it chooses
+  (:class:`RecommendAndTitles`).
 - ``descriptions``: the model writes each challenge's description as well (:class:`Answer`),
   for a model strong enough to write them well.
 
@@ -21,14 +24,15 @@ schema, as instructions to the grammar, not checked when an answer is read back:
   display, ``app/chat/display.py``, shows a bounded value so that the cut is never seen
   mid-word);
 - the number of challenges, and, when grounded, titles restricted to the candidate catalogue
-  titles (``enum``; see :func:`answer_schema`).
+  titles (``enum``; see :func:`answer_schema`); picks always restricted to the candidates'
+  numbers.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -41,12 +45,12 @@ __all__ = [
     "Answer",
     "ChallengeItem",
     "Composition",
+    "Picks",
     "RecommendAndTitles",
-    "Titles",
     "answer_schema",
 ]
 
-Composition = Literal["titles", "recommend", "descriptions"]
+Composition = Literal["picks", "recommend", "descriptions"]
 
 MAX_CHALLENGES = 3
 RECOMMEND_MAX_CHARS = 160
@@ -96,12 +100,13 @@ class RecommendAndTitles(BaseModel):
     )
 
 
-class Titles(BaseModel):
-    """What the model writes in the ``titles`` composition: its choice of challenges."""
+class Picks(BaseModel):
+    """What the model writes in the ``picks`` composition: the numbers (1-based) of the
+    candidates it chooses, best first."""
 
     model_config = ConfigDict(extra="ignore", json_schema_extra={"additionalProperties": False})
 
-    challenges: list[PickedChallenge] = Field(
+    picks: list[Annotated[int, Field(ge=1)]] = Field(
         json_schema_extra={"minItems": 1, "maxItems": MAX_CHALLENGES}
     )
 
@@ -114,7 +119,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema()
     # The model writes every key; "challenges" has a default only for reading answers back.
     schema["required"] = list(schema["properties"])
-    schema["properties"]["challenges"].pop("default", None)
+    schema["properties"].get("challenges", {}).pop("default", None)
     schema.pop("description", None)  # the class docstring: no use to the grammar
     return schema
 
@@ -122,7 +127,7 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 #: The ``descriptions`` composition's schema without grounding (``response_format``).
 ANSWER_JSON_SCHEMA: dict[str, Any] = _schema(Answer)
 _SCHEMAS: dict[str, dict[str, Any]] = {
-    "titles": _schema(Titles),
+    "picks": _schema(Picks),
     "recommend": _schema(RecommendAndTitles),
     "descriptions": ANSWER_JSON_SCHEMA,
 }
@@ -137,21 +142,28 @@ def answer_schema(
 ) -> dict[str, Any]:
     """The answer's schema for ``composition``. With ``titles``, each challenge's title must be
     one of them (grounding: the model picks among the candidate catalogue items and cannot
-    invent one); ``min_items``..``max_items`` challenges (at most as many as there are titles)."""
+    invent one), and a pick one of their numbers; ``min_items``..``max_items`` challenges (at
+    most as many as there are titles)."""
     base = _SCHEMAS[composition]
     unique = list(dict.fromkeys(titles))
     if not unique and min_items == 1 and max_items == MAX_CHALLENGES:
         return base
     schema = copy.deepcopy(base)
-    items = schema["properties"]["challenges"]
     if unique:
         max_items = min(max_items, len(unique))
-        item = schema["$defs"][
-            "ChallengeItem" if composition == "descriptions" else "PickedChallenge"
-        ]
-        title = item["properties"]["title"]
-        title.pop("maxLength", None)
-        title["enum"] = unique
+    if composition == "picks":
+        items = schema["properties"]["picks"]
+        if unique:
+            items["items"]["enum"] = list(range(1, len(unique) + 1))
+    else:
+        items = schema["properties"]["challenges"]
+        if unique:
+            item = schema["$defs"][
+                "ChallengeItem" if composition == "descriptions" else "PickedChallenge"
+            ]
+            title = item["properties"]["title"]
+            title.pop("maxLength", None)
+            title["enum"] = unique
     items["maxItems"] = max_items
     items["minItems"] = max(1, min(min_items, max_items))
     return schema

@@ -235,3 +235,50 @@ def test_a_bounded_recommend_cut_by_the_stream_end_keeps_what_was_shown() -> Non
         assert display.partial().recommend == shown
     display = AnswerDisplay(bounds={"recommend": BOUND})
     assert display.feed(doc) == value[: value.index(".") + 1]
+
+
+# The picks composition: the model writes the numbers of the candidates it chooses.
+PICKS = list(CATALOGUE.items())  # numbered 1, 2, 3 in the prompt
+
+
+def test_each_pick_is_the_catalogues_title_and_description_once_read_whole() -> None:
+    doc = '{"picks":[3,1]}'
+    expected = f"골랐어요.\n\n{T3}\n{CATALOGUE[T3]}\n\n{T1}\n{CATALOGUE[T1]}"
+    for chunks in every_split(doc):
+        outputs, result = scrub(chunks, picks=PICKS, recommend="골랐어요.")
+        # The gateway shows its recommend itself, before the first feed.
+        assert "골랐어요." + "".join(outputs) == expected, chunks
+        assert result.answer is not None and layout(result.answer) == expected
+
+
+def test_a_pick_is_shown_when_its_number_ends_not_before() -> None:
+    display = AnswerDisplay(picks=[(f"제목 {n}", f"설명 {n}.") for n in range(1, 13)])
+    assert display.feed('{"picks":[1') == ""  # "1" may still become "12"
+    assert display.feed("2,") == "제목 12\n설명 12."
+    assert display.feed("3]}") == "\n\n제목 3\n설명 3."
+
+
+def test_a_repeated_or_unknown_pick_is_dropped() -> None:
+    for doc in ('{"picks":[2,2,9,0,true,"1",1]}', '{"picks": [2, 2, 9, 0, true, "1", 1]}'):
+        outputs, result = scrub([doc], picks=PICKS, recommend="")
+        assert "".join(outputs) == f"\n\n{T2}\n{CATALOGUE[T2]}\n\n{T1}\n{CATALOGUE[T1]}"
+        assert result.answer is not None
+        assert [c.title for c in result.answer.challenges] == [T2, T1]
+
+
+def test_picks_cut_by_the_stream_end_keep_those_read_whole() -> None:
+    display = AnswerDisplay(picks=PICKS, recommend="골랐어요.")
+    assert display.feed('{"picks":[2,3') == f"\n\n{T2}\n{CATALOGUE[T2]}"
+    result = display.finish()
+    assert result.truncated and result.answer is None and result.tail == ""
+    partial = display.partial()
+    assert partial.recommend == "골랐어요."
+    assert [(c.title, c.description) for c in partial.challenges] == [(T2, CATALOGUE[T2])]
+
+
+def test_titles_still_read_from_the_catalogue_where_picks_are_asked() -> None:
+    # A server without structured output may answer in titles anyway: still the catalogue's.
+    doc = picks("", T2)
+    outputs, result = scrub([doc], picks=PICKS, catalogue=CATALOGUE, recommend="골랐어요.")
+    assert "".join(outputs) == f"\n\n{T2}\n{CATALOGUE[T2]}"
+    assert result.answer is not None and [c.title for c in result.answer.challenges] == [T2]

@@ -51,7 +51,7 @@ def vllm_gateway(
     vllm_server: VLLMServer, store_template: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GatewayProcess]:
     with _gateway(
-        vllm_server, store_template, tmp_path_factory, ANSWER_COMPOSITION="titles"
+        vllm_server, store_template, tmp_path_factory, ANSWER_COMPOSITION="picks"
     ) as gateway:
         yield gateway
 

@@ -117,9 +117,10 @@ STREAM_PARAMS: dict[str, Any] = {
     "eol": "\n",  # line ending of the SSE framing ("\n" like vLLM, or "\r\n")
     "wire_chunk_bytes": None,  # re-slice each SSE event into HTTP chunks of N bytes
     "wire_delay": 0.0,  # seconds between those slices (forces separate reads)
-    # Answer by the request's JSON schema instead of ``content``: the titles of its ``enum`` at
-    # these positions (``picks``), with a ``recommend`` and ``description`` when the schema asks
-    # for them (a grounded answer, as vLLM's grammar makes the model write it).
+    # Answer by the request's JSON schema instead of ``content``: the candidates at these
+    # positions (``picks``, 0-based), as their numbers where the schema asks for ``picks``, else
+    # as the titles of its ``enum``, with a ``recommend`` and ``description`` when the schema
+    # asks for them (a grounded answer, as vLLM's grammar makes the model write it).
     "picks": None,
     "picks_recommend": "오늘부터 하나씩 시작해 보세요.",
     "picks_description": "모델이 쓴 설명이에요.",
@@ -342,6 +343,10 @@ def answer_by_schema(p: dict[str, Any], body: Any) -> dict[str, Any]:
     if p.get("picks") is None or not isinstance(body, dict):
         return p
     schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    if "picks" in schema.get("properties", {}):
+        most = schema["properties"]["picks"].get("maxItems")
+        numbers = [index + 1 for index in p["picks"][:most]]
+        return {**p, "content": json.dumps({"picks": numbers}), "pieces": None}
     titles = _title_enum(schema)
     items: list[dict[str, str]] = []
     # As vLLM's grammar makes a model answer: no more items than the schema allows.
