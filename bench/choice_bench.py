@@ -1,7 +1,8 @@
 """What the model's choice adds: its picks among the candidates against retrieval's own order.
 
-In the default composition (``ANSWER_COMPOSITION=titles``) the model only chooses which of the
-``RETRIEVAL_K`` candidates to show. This bench asks it the way the gateway does (the same
+In the default composition (``ANSWER_COMPOSITION=picks``) the model only chooses which of the
+``RETRIEVAL_K`` candidates to show, by their numbers. (bench/pick_bench.py asks it on the fit
+bench's turns, the way a turn does: after the gateway's first challenge.) This bench asks it the way the gateway does (the same
 prompt, schema and sampling, straight to vLLM's OpenAI API) for each query of
 bench/data/queries_ko.jsonl (130 queries, each with the catalogue documents that answer it),
 within the query's category, and counts how often a relevant document is shown:
@@ -52,8 +53,8 @@ async def pick(
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     titles = [hit.document.title for hit in hits]
     prompt = PromptInput(category=hits[0].document.category, candidates=hits, message=query)
-    messages = answer_messages(prompt, "titles", examples=settings.prompt_examples)
-    schema = answer_schema(titles, composition="titles", min_items=3)
+    messages = answer_messages(prompt, "picks", examples=settings.prompt_examples)
+    schema = answer_schema(titles, composition="picks", min_items=3)
     body = chat_payload(settings, model, messages, schema, max_tokens=128)
     body["stream"] = False
     body.pop("stream_options")
@@ -61,7 +62,8 @@ async def pick(
     response = await client.post(f"{url}/v1/chat/completions", json=body)
     response.raise_for_status()
     answer = json.loads(response.json()["choices"][0]["message"]["content"])
-    return [item["title"] for item in answer["challenges"]], time.perf_counter() - started
+    picked = [titles[n - 1] for n in answer["picks"] if 1 <= n <= len(titles)]
+    return picked, time.perf_counter() - started
 
 
 async def run(

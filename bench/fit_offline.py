@@ -29,7 +29,7 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -89,8 +89,11 @@ async def planner_in_process() -> AsyncIterator[Any]:
         yield state["chat"].service._planner
 
 
-async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every turn's scores, in order."""
+async def play(
+    convos: list[dict[str, Any]], on_plan: Callable[[str, Any], None] | None = None
+) -> list[dict[str, Any]]:
+    """Every turn's scores, in order; ``on_plan(turn id, plan)`` sees each turn's plan
+    (bench/pick_bench.py asks the model with it)."""
     from app.chat.plan import BaseInfoTurn, FreeTextTurn, TurnPlan
     from app.config import Settings
     from app.domain.categories import Category
@@ -124,6 +127,8 @@ async def play(convos: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 else:
                     turn = FreeTextTurn(session, None, time.monotonic(), step["message"])
                     plan = await planner.free_text(turn)
+                if on_plan is not None:
+                    on_plan(f"{convo['id']}#{number}", plan)
                 ids: list[str | None] = []
                 pool: list[str] = []  # every candidate, in the planner's order
                 recommend = ""

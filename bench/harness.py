@@ -68,7 +68,7 @@ GATEWAY_ENV = {
     "CLIENT_RATE_LIMIT_PER_MINUTE": "0",
     "SESSION_MAX_CONCURRENT": "100000",
     # The scripted upstream's answers carry their timing markers in the values the model
-    # writes; in the default composition (titles only) no value of the model is shown.
+    # writes; in the default composition (picks by number) no value of the model is shown.
     "ANSWER_COMPOSITION": "descriptions",
 }
 

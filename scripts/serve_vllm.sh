@@ -21,6 +21,10 @@
 #                           scripts/install_vllm.sh when missing)
 #   VLLM_DEVICE             auto|cpu|gpu (auto: gpu when nvidia-smi works)
 #   VLLM_CPU_KVCACHE_SPACE  KV cache GiB on CPU, default 1
+#   VLLM_CPU_NUM_OF_RESERVED_CPU  cores vLLM keeps out of its compute; unset (with
+#                           VLLM_CPU_OMP_THREADS_BIND unset) on a CPU of CPUS <= 2 cores
+#                           (default: nproc): 0, every core computes (bench/README.md
+#                           "Twenty-fourth pass"); vLLM's default keeps one
 #   KV_BLOCK_SIZE           KV cache block in tokens, the prefix cache's unit: 32 on CPU (the
 #                           CPU build's own default, 128, recomputes up to 127 tokens of every
 #                           cached prefix); vLLM's own default on GPU
@@ -117,6 +121,15 @@ else
     if [[ -z "${DTYPE:-}" ]] && ! grep -qwE 'avx512_bf16|amx_bf16' "${CPUINFO:-/proc/cpuinfo}" 2>/dev/null; then
         DTYPE=float32
         log "no native bf16 on this CPU (avx512_bf16, amx_bf16): serving in float32 (DTYPE)"
+    fi
+    # vLLM keeps a core for its scheduler by default: on two cores that halves the compute.
+    # There its threads compute on every core (the scheduler, the frontend and the gateway
+    # mostly wait on I/O): four new messages at once close in 6 s instead of 11
+    # (bench/README.md "Twenty-fourth pass"). Either of vLLM's own settings, when set, wins.
+    if [[ -z "${VLLM_CPU_NUM_OF_RESERVED_CPU:-}${VLLM_CPU_OMP_THREADS_BIND:-}" ]] \
+        && (( ${CPUS:-$(nproc)} <= 2 )); then
+        export VLLM_CPU_NUM_OF_RESERVED_CPU=0
+        log "${CPUS:-$(nproc)} cores: vLLM computes on all of them (VLLM_CPU_NUM_OF_RESERVED_CPU=0)"
     fi
 fi
 [[ -n "${KV_BLOCK_SIZE:-}" ]] && args+=(--block-size "$KV_BLOCK_SIZE")

@@ -217,12 +217,14 @@ class _Display:
     model tokens to display text), all through one repetition guard."""
 
     def __init__(self, plan: TurnPlan) -> None:
+        # A pick is a number in the candidates' list, as the prompt numbers them.
+        numbered = [(hit.document.title, hit.document.body) for hit in plan.candidates]
         self.scrubber = AnswerDisplay(
             catalogue=plan.catalogue if plan.composition != "descriptions" else None,
             whole_titles=True,
             recommend=plan.recommend,
             bounds={"recommend": RECOMMEND_MAX_CHARS, "description": DESCRIPTION_MAX_CHARS},
-            picks=list(plan.catalogue.items()) if plan.composition == "picks" else None,
+            picks=numbered if plan.composition == "picks" else None,
         )
         self.guard = RepetitionGuard(max_repeats=_MAX_REPEATS)
         self._opening = plan.opening

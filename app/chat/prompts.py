@@ -51,7 +51,8 @@ class PromptInput:
 
 _PICKS_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
 사용자의 말과 상황을 읽고, 번호가 붙은 후보 챌린지 가운데 사용자에게 가장 알맞은 것을 골라 JSON으로만 답하세요.
-- "picks": 고른 후보의 번호. 가장 알맞은 것부터 적고, 같은 번호를 두 번 적지 않습니다."""
+- "picks": 고른 후보의 번호. 가장 알맞은 것부터 적고, 같은 번호를 두 번 적지 않습니다.
+- "먼저 고른 챌린지"가 있으면 그다음으로 알맞은 것을 후보에서 고릅니다."""
 
 _RECOMMEND_SYSTEM = """당신은 일상에서 실천할 수 있는 친환경 챌린지를 골라 주는 도우미입니다.
 사용자의 말과 상황을 읽고, 후보 챌린지 가운데 알맞은 것을 골라 JSON으로만 답하세요.
@@ -149,7 +150,7 @@ def _known(turn: PromptInput) -> list[str]:
     else:
         lines.append(f"사용자의 말: {turn.message}")
     if turn.chosen is not None:
-        lines.append(f"먼저 고른 챌린지: {turn.chosen} (그다음으로 알맞은 것을 후보에서 고르세요)")
+        lines.append(f"먼저 고른 챌린지: {turn.chosen}")  # the system prompt says what it is
     return lines
 
 

@@ -1,4 +1,4 @@
-"""The gateway's own recommend (ANSWER_COMPOSITION=titles): for every category, kind of turn,
+"""The gateway's own recommend (ANSWER_COMPOSITION=picks): for every category, kind of turn,
 situation and constraint, whole Korean sentences that name the first challenge and speak to
 the turn, pass the reader checks of bench/reader_checks.py, and differ between messages."""
 

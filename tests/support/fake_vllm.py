@@ -1,6 +1,7 @@
 """A stand-in for vLLM's OpenAI server for tests of the start scripts: answers ``/health`` and
 ``/v1/models`` on ``--port`` and writes its PID to ``$FAKE_VLLM_PIDFILE``. Takes (and ignores)
-the rest of vLLM's command line (written to ``$FAKE_VLLM_ARGS`` when set), so that
+the rest of vLLM's command line (written to ``$FAKE_VLLM_ARGS`` when set, and its ``VLLM_*``
+environment to ``$FAKE_VLLM_ENV``), so that
 ``scripts/serve_vllm.sh`` can start it as vLLM."""
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def main() -> None:
     if argfile := os.environ.get("FAKE_VLLM_ARGS"):  # the command line, one argument a line
         with open(argfile, "w") as out:
             out.write("\n".join(sys.argv[1:]))
+    if envfile := os.environ.get("FAKE_VLLM_ENV"):  # vLLM's own settings, NAME=value a line
+        with open(envfile, "w") as out:
+            out.write("\n".join(f"{k}={v}" for k, v in os.environ.items() if k.startswith("VLLM_")))
     if pidfile := os.environ.get("FAKE_VLLM_PIDFILE"):
         with open(pidfile, "w") as out:
             out.write(str(os.getpid()))

@@ -77,7 +77,8 @@ class GatewayProcess:
         }
         # The scripted upstream writes whole answers (recommend, titles, descriptions) for the
         # tests of the streaming path; the default composition, where the model only picks
-        # titles (tests/test_answer_composition.py, tests/e2e), sets ANSWER_COMPOSITION=titles.
+        # candidates by number (tests/test_answer_composition.py, tests/e2e), sets
+        # ANSWER_COMPOSITION=picks.
         env["ANSWER_COMPOSITION"] = "descriptions"
         if not self._default_limits:
             # Tests send bursts from one address; a test of the rate limits sets its own.
