@@ -33,10 +33,7 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 echo ">> installing the gateway and its test dependencies" >&2
-# --no-compile: Python compiles only the modules the tests import, on first import, instead of
-# pip compiling every installed file: the installs took 13 s and 91 s instead of 38 s and 136 s
-# (bench/README.md "Twenty-fourth pass").
-pip_install() { .venv/bin/pip install --quiet --disable-pip-version-check --no-compile "$@"; }
+pip_install() { .venv/bin/pip install --quiet --disable-pip-version-check "$@"; }
 # torch first, pinned to the CPU build: sentence-transformers would otherwise pull CUDA torch.
 pip_install torch==2.13.0
 pip_install -e '.[test,st,langchain]'
