@@ -15,9 +15,8 @@ two replicas"). Which turns: app/chat/planning.py.
 By composition (``app/llm/schema.py``): ``picks`` numbers the candidates' titles and asks for
 the numbers chosen; ``recommend`` asks for the chosen titles and a short recommend (the
 catalogue supplies each description; the model sees the candidates' titles, not their text, so
-it has nothing to re-type); ``descriptions``
-asks for the descriptions too, with the candidates' catalogue text to write them from, and
-replays the conversation's earlier turns.
+it has nothing to re-type); ``descriptions`` asks for the descriptions too, with the
+candidates' catalogue text to write them from, and replays the conversation's earlier turns.
 """
 
 from __future__ import annotations
