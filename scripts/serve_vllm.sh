@@ -126,10 +126,10 @@ else
     # There its threads compute on every core (the scheduler, the frontend and the gateway
     # mostly wait on I/O): four new messages at once close in 6 s instead of 11
     # (bench/README.md "Twenty-fourth pass"). Either of vLLM's own settings, when set, wins.
-    if [[ -z "${VLLM_CPU_NUM_OF_RESERVED_CPU:-}${VLLM_CPU_OMP_THREADS_BIND:-}" ]] \
-        && (( ${CPUS:-$(nproc)} <= 2 )); then
+    cores="${CPUS:-$(nproc)}"
+    if [[ -z "${VLLM_CPU_NUM_OF_RESERVED_CPU:-}${VLLM_CPU_OMP_THREADS_BIND:-}" ]] && (( cores <= 2 )); then
         export VLLM_CPU_NUM_OF_RESERVED_CPU=0
-        log "${CPUS:-$(nproc)} cores: vLLM computes on all of them (VLLM_CPU_NUM_OF_RESERVED_CPU=0)"
+        log "$cores cores: vLLM computes on all of them (VLLM_CPU_NUM_OF_RESERVED_CPU=0)"
     fi
 fi
 [[ -n "${KV_BLOCK_SIZE:-}" ]] && args+=(--block-size "$KV_BLOCK_SIZE")

@@ -279,8 +279,10 @@ class AnswerDisplay:
 
     def _read_picks(self, out: list[str]) -> None:
         """Show the picks the parser has read whole since the last feed (``picks`` only)."""
-        numbers = None if self._picks is None else self._parser.document.get(_PICKS)
-        if not isinstance(numbers, list) or self._picks is None:
+        if self._picks is None:
+            return
+        numbers = self._parser.document.get(_PICKS)
+        if not isinstance(numbers, list):
             return
         while self._picks_read < len(numbers):
             number = numbers[self._picks_read]
