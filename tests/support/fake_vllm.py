@@ -1,8 +1,7 @@
 """A stand-in for vLLM's OpenAI server for tests of the start scripts: answers ``/health`` and
 ``/v1/models`` on ``--port`` and writes its PID to ``$FAKE_VLLM_PIDFILE``. Takes (and ignores)
 the rest of vLLM's command line (written to ``$FAKE_VLLM_ARGS`` when set, and its ``VLLM_*``
-environment to ``$FAKE_VLLM_ENV``), so that
-``scripts/serve_vllm.sh`` can start it as vLLM."""
+environment to ``$FAKE_VLLM_ENV``), so that ``scripts/serve_vllm.sh`` can start it as vLLM."""
 
 from __future__ import annotations
 
@@ -47,7 +46,6 @@ def main() -> None:
     parser.add_argument("-m")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    _, _ = parser.parse_known_args()
     args, _ = parser.parse_known_args()
     if argfile := os.environ.get("FAKE_VLLM_ARGS"):  # the command line, one argument a line
         with open(argfile, "w") as out:
