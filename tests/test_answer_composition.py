@@ -725,6 +725,21 @@ async def test_not_this_one_is_another_of_its_field_not_another_field(
     assert not set(_titles(other)) & set(_titles(opened)), _titles(other)
 
 
+async def test_not_the_first_one_is_never_the_first_one_again(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # "첫 번째 거 말고" had been read as a choice among those shown by its ordinal, and the
+    # first one came back alone.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    session = "c5o"
+    ask = {"sessionId": session, "message": "아이랑 집에서 같이 해볼 만한 환경 놀이 있어?"}
+    opened = _answer(await read_stream(http, FREE, ask))
+    params = {"sessionId": session, "message": "첫 번째 거 말고"}
+    other = _answer(await read_stream(http, FREE, params))
+    assert other["challenges"] and _titles(opened)[0] not in _titles(other), _titles(other)
+    assert not set(_titles(other)) & set(_titles(opened)), "not that one: new ones"
+
+
 async def test_more_of_it_is_more_of_what_was_asked(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -409,11 +409,14 @@ def asks_to_see_again(message: str) -> bool:
 
 
 #: Setting aside the one just shown ("이거 말고", "그건 빼고", "그거 말구 딴 거").
-_NOT_THIS_ONE = re.compile(r"(?:이|그|저)(?:거|것|건)\s*(?:말고|말구|빼고)")
+_NOT_THIS_ONE = re.compile(
+    r"(?:(?:이|그|저)(?:거|것|건)|(?:첫|두|세)\s*번째(?:\s*(?:거|것|꺼|건))?)\s*(?:말고|말구|빼고)"
+)
 
 
 def sets_aside_the_one_shown(message: str) -> bool:
-    """Whether ``message`` sets aside what was just shown by pointing at it ("이거 말고")."""
+    """Whether ``message`` sets aside what was just shown by pointing at it ("이거 말고", "첫
+    번째 거 말고")."""
     return _NOT_THIS_ONE.search(message) is not None
 
 

@@ -110,13 +110,13 @@ def with_facets(
     # one said in words ("그 중에 없으면 다른 분야로").
     voted_away = kind is IntentKind.ANOTHER and not facets.another
     pointed = kind in (*_MAY_BE_AMONG, IntentKind.OFF_TOPIC) or voted_away
+    if sets_aside and state.last_shown and not facets.constraints and not facets.another:
+        # "이거 말고", "첫 번째 거 말고": not that one, and no word of another field ("이거
+        # 말고 딴 분야"): more of its field (SPEC: "그거 말고 딴 거"), neither the field left
+        # (it lay nearest "이 주제 말고") nor the one it points at again.
+        return Intent(IntentKind.MORE)
     if facets.among and state.last_shown and pointed:
         return Intent(IntentKind.AMONG)
-    if voted_away and state.last_shown and not facets.constraints and sets_aside:
-        # "이거 말고": not this one, and no word of another field ("이거 말고 딴 분야"): more
-        # of its field (SPEC: "그거 말고 딴 거"), not the field left (it lay nearest "이 주제
-        # 말고").
-        return Intent(IntentKind.MORE)
     unpointed = kind is IntentKind.AMONG and not facets.among
     if facets.another and state.turns and (kind in _MAY_BE_AMONG or unpointed):
         return Intent(IntentKind.ANOTHER)

@@ -1483,6 +1483,9 @@ def test_the_first_ones_asked_for_again(message: str, again: bool) -> None:
         ("이거 말고", True),
         ("그건 빼고 딴 거", True),
         ("그거 말구", True),
+        ("첫 번째 거 말고", True),  # an ordinal points at one shown too
+        ("두번째꺼 빼고 보여 줘", True),
+        ("두 번째 거 어떻게 해?", False),
         ("이 주제 말고", False),  # the field, not the one shown
         ("플로깅 말고 다른 거", False),
     ],
