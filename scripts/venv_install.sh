@@ -4,8 +4,8 @@
 #
 #   scripts/venv_install.sh VENV [--quiet] [--extra-index-url URL] [-e PATH[EXTRAS]] SPEC...
 #
-# Why uv: on this 2-core machine pip took 195 s to install the gateway and its test tools into a
-# new venv, uv 13 s with the same resolved versions (bench/README.md, "Installing"). Both
+# Why uv: on this 2-core machine pip took 187 s to install the gateway and its test tools into a
+# new venv, uv a fraction of that with the same releases (bench/install_bench.py). Both
 # installers of the suite's critical path (scripts/test.sh, scripts/install_vllm.sh) use it.
 #
 # uv does not read pip's configuration, so this script carries it over: the sources pip is
@@ -34,7 +34,10 @@ with_uv() {
         "$py" -m pip install -qq --disable-pip-version-check "uv>=0.9,<1" || return 1
     fi
     listing="$("$py" -m pip config list 2>/dev/null || true)"
-    local args=(--python "$py" --index-strategy unsafe-best-match) value item
+    # Compiled at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine's
+    # default), nothing is compiled later, and every process would compile what it imports
+    # (the suite's pytest took 923 s instead of 702 s).
+    local args=(--python "$py" --index-strategy unsafe-best-match --compile-bytecode) value item
     value="$(pip_setting index-url)"
     [[ -z "$value" ]] || args+=(--index-url "$value")
     for key in extra-index-url find-links constraint; do
