@@ -1,4 +1,5 @@
-"""Open the retriever for the app's lifespan: store, embedding model, first-start ingest."""
+"""Open the retriever for the app's lifespan: store, embedding model, the corpus ingested
+(on the first start) or brought up to date (after a change)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from app.config import RetrievalSettings
 from app.rag.corpus import load_corpus
 from app.rag.embedder import Embedder, load_embedder
 from app.rag.embedder_remote import RemoteEmbedder, load_remote_embedder
-from app.rag.ingest import ingest
+from app.rag.ingest import ingest, point_id
 from app.rag.retriever import HybridRetriever, SearchMode
 from app.rag.store import VectorStore
 from app.rag.store_open import configured_store
@@ -40,7 +41,7 @@ async def open_retriever(settings: RetrievalSettings) -> AsyncIterator[HybridRet
         embedder = await anyio.to_thread.run_sync(configured_embedder, settings)
         try:
             # StoreUnavailable (an OSError): the embedded store's folder could not be opened.
-            await _ingest_if_empty(settings, store, embedder)
+            await _sync_corpus(settings, store, embedder)
         except store.unavailable as exc:
             where = settings.qdrant_url or settings.qdrant_path
             raise VectorStoreUnavailable(
@@ -74,14 +75,25 @@ def configured_embedder(settings: RetrievalSettings) -> Embedder:
     return load_embedder(settings.embedding_model, threads=settings.embedding_threads)
 
 
-async def _ingest_if_empty(
-    settings: RetrievalSettings, store: VectorStore, embedder: Embedder
-) -> None:
+async def _sync_corpus(settings: RetrievalSettings, store: VectorStore, embedder: Embedder) -> None:
+    """Ingest the corpus into an empty store; into one that holds it already, only what changed
+    since (a new release's catalogue: traits edited, a challenge reworded), so that an upgraded
+    gateway does not rank by a former catalogue's payload. Points are named by their content
+    (:func:`app.rag.ingest.point_id`): nothing changed is one look-up of the ids, no write."""
     collection = settings.qdrant_collection
-    if await anyio.to_thread.run_sync(store.count, collection):
-        return
     documents = load_corpus(settings.corpus_path)
-    log.info("vector store is empty: ingesting %d documents (first start only)", len(documents))
+    if await anyio.to_thread.run_sync(store.count, collection):
+        ids = [point_id(document, embedder.name) for document in documents]
+        present = await anyio.to_thread.run_sync(store.existing, collection, ids)
+        if len(present) == len(ids):
+            return
+        log.info(
+            "the corpus changed since it was stored: updating %d of %d documents",
+            len(ids) - len(present),
+            len(ids),
+        )
+    else:
+        log.info("vector store is empty: ingesting %d documents (first start only)", len(documents))
 
     def progress(done: int, total: int) -> None:
         log.info("ingest: stored %d/%d documents", done, total)
@@ -89,4 +101,6 @@ async def _ingest_if_empty(
     report = await anyio.to_thread.run_sync(
         lambda: ingest(store, collection, embedder, documents, progress=progress)
     )
-    log.info("ingest done: %d documents added", report.added)
+    log.info(
+        "ingest done: %d documents added, %d former ones removed", report.added, report.replaced
+    )
