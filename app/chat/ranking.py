@@ -191,11 +191,15 @@ def _persona_unlike(situation: Situation, document: Document) -> bool:
 def _persona_known(situation: Situation, document: Document) -> bool:
     """Whether the user is known to be where a narrow persona's challenge is written for:
     base-info's scope holds only challenges tagged for its situation; told in words, the place
-    must be told and be the challenge's. A job alone is not enough: "현장에서 일하는데" is not a
-    fishing boat ("조업 도시락", written for a seaside field worker)."""
+    must be told and be the challenge's. A job alone is not enough for a place's persona:
+    "현장에서 일하는데" is not a fishing boat ("조업 도시락", written for a seaside field
+    worker); it is for a job's in the city ("외근길 틈새 플로깅" for "영업하느라 출장이 많아")."""
     if situation.given:
         return True
-    return bool(situation.location) and situation.location in document.locations
+    if situation.location:
+        return situation.location in document.locations
+    work = situation.work_type
+    return bool(work) and work in document.work_types and CITY in document.locations
 
 
 def across_fields(

@@ -106,6 +106,16 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b"
 
 
+def test_a_jobs_persona_in_the_city_is_known_by_its_job_told() -> None:
+    # "외근길 틈새 플로깅": written for someone who goes out to clients; for "영업하느라 출장이
+    # 많아" it keeps its place, for a user who told nothing it waits.
+    rounds = _hit("rounds", anyone=False, locations=("도시",), work_types=("영업직",))
+    hits = [rounds, _hit("b"), _hit("c")]
+    assert _ids(rank(hits))[0] == "b"
+    assert _ids(rank(hits, situation=Situation(work_type="영업직")))[0] == "rounds"
+    assert _ids(rank(hits, situation=Situation(work_type="사무직")))[-1] == "rounds"
+
+
 def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fits() -> None:
     # An office worker told in words: a shop's door ("문 열고 냉방하지 않기") after the rest,
     # however well it fits what was said.
