@@ -8,7 +8,7 @@ PYTHON="${PYTHON:-python3}"
 
 # The installs that do not touch .venv run beside the gateway's own (on a new machine they are
 # minutes of downloads each: vLLM's venv, Chromium and redis-server from apt); their output is
-# shown when they end, and a failure fails the run.
+# shown when they end, and a failure fails the run. vLLM's may still run while the suite does.
 logs="$(mktemp -d "${TMPDIR:-/tmp}/eco-test-install.XXXXXX")"
 trap 'rm -rf "$logs"' EXIT
 echo ">> installing vLLM (CPU build when there is no GPU) in its own venv, in the background" >&2
@@ -46,17 +46,19 @@ echo ">> mypy (strict on app/ and preflight/)" >&2
 echo ">> import layers (lint-imports, contracts in pyproject.toml)" >&2
 .venv/bin/lint-imports --no-cache
 
-finish_install "vLLM" "$vllm_install" "$logs/vllm.log"
 finish_install "Chromium, chromedriver and redis-server" "$apt_install" "$logs/apt.log"
 
 # Two workers by default (pytest-xdist): one process keeps one core busy, and this machine has
 # two. Each module goes whole to one worker, and all of vLLM's tests to one, first
 # (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
 echo ">> pytest (${TEST_WORKERS:-2} workers)" >&2
+# vLLM's install may still be running: its tests wait for it (the venv's lock,
+# tests/e2e/vllm_server.py) while the others run; its output and status come after.
 set +e
 .venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --no-loadscope-reorder "$@"
 status=$?
 set -e
+finish_install "vLLM" "$vllm_install" "$logs/vllm.log"
 if [[ $status -eq 5 ]]; then
     echo "pytest collected no tests: that is a failure here" >&2
     exit 1

@@ -65,9 +65,14 @@ def vllm_venv() -> Path:
 
 
 def vllm_python() -> Path:
-    """The vLLM venv's interpreter; raises :class:`VLLMVenvMissing` with the fix."""
+    """The vLLM venv's interpreter; raises :class:`VLLMVenvMissing` with the fix. An install
+    still running (``scripts/test.sh`` starts it beside the suite) is waited for: it holds the
+    venv's lock file until its marker is written."""
     venv = vllm_venv()
     python = venv / "bin" / "python"
+    if not (venv / INSTALL_MARKER).is_file() and venv.parent.is_dir():
+        with open(f"{venv}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # returns at once when no install runs
     if not python.exists() or not (venv / INSTALL_MARKER).is_file():
         raise VLLMVenvMissing(
             f"no complete vLLM venv at {venv} (python or {INSTALL_MARKER} missing). "
