@@ -512,6 +512,20 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
     assert read.constraints == {Constraint.WORK, Constraint.COWORKERS}
 
 
+@pytest.mark.parametrize(
+    ("message", "moving"),
+    [
+        ("아침에 강아지 산책시키는데 길에 쓰레기가 많아", False),  # the street, not a way
+        ("길에 버려진 쓰레기가 너무 많아요", False),
+        ("회사 가는 길에 할 수 있는 거", True),
+        ("외근 다니는 길에 틈틈이", True),
+        ("퇴근길에 할 만한 거", True),
+    ],
+)
+def test_a_way_somewhere_is_on_the_move_and_the_street_is_not(message: str, moving: bool) -> None:
+    assert (Constraint.MOVING in cued(message)) is moving
+
+
 def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
     embedder: Embedder, facets: FacetReaders
 ) -> None:
