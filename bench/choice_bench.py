@@ -2,10 +2,11 @@
 
 In the default composition (``ANSWER_COMPOSITION=picks``) the model only chooses which of the
 ``RETRIEVAL_K`` candidates to show, by their numbers. (bench/pick_bench.py asks it on the fit
-bench's turns, the way a turn does: after the gateway's first challenge.) This bench asks it the way the gateway does (the same
-prompt, schema and sampling, straight to vLLM's OpenAI API) for each query of
-bench/data/queries_ko.jsonl (130 queries, each with the catalogue documents that answer it),
-within the query's category, and counts how often a relevant document is shown:
+bench's turns, the way a turn does: after the gateway's first challenge.) This bench asks it
+the way the gateway does (the same prompt, schema and sampling, straight to vLLM's OpenAI
+API) for each query of bench/data/queries_ko.jsonl (130 queries, each with the catalogue
+documents that answer it), within the query's category, and counts how often a relevant
+document is shown:
 
     retrieval top-3     the first three candidates, no model
     model picks         the model's three of the ``--k`` candidates (default 5)

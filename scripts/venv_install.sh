@@ -23,7 +23,8 @@ shift
 py="$venv/bin/python"
 log() { printf '[venv_install] %s\n' "$*" >&2; }
 
-# pip's value for KEY ('find-links', ...): the environment's over the files', empty when unset.
+# pip's value for KEY ('find-links', ...) in $listing (`pip config list`, read by with_uv): the
+# environment's over the files', empty when unset.
 pip_setting() {
     { grep -E "^:env:\.$1=" <<<"$listing" || grep -E "^[a-z]+\.$1=" <<<"$listing" || true; } \
         | tail -n 1 | sed -E "s/^[^=]*='?//; s/'$//"

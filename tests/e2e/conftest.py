@@ -4,7 +4,8 @@
 model, built into ``$ECO_CACHE_DIR/tiny-qwen2``) from the venv made by
 ``scripts/install_vllm.sh``; ``second_vllm_server`` (module scope) is another, for the tests of
 two replicas. It installs nothing: an install still running is waited for (scripts/test.sh
-runs it beside the suite), and when that venv is missing the tests fail and say what to run. ``ECO_E2E_MODEL`` serves another model folder instead.
+runs it beside the suite), and when that venv is missing the tests fail and say what to run.
+``ECO_E2E_MODEL`` serves another model folder instead.
 
 The servers a run needs begin loading in the background as soon as collection shows it needs
 them (:func:`pytest_collection_finish`): each takes half a minute of CPU to load and none
