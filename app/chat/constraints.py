@@ -67,6 +67,7 @@ __all__ = [
     "moves_on",
     "off_work",
     "ordinal",
+    "ordinal_blanked",
     "points_among",
     "points_at_one",
     "points_back",
@@ -434,6 +435,12 @@ def points_at_one(message: str) -> bool:
 #: An ordinal pointing at one challenge shown, and its place in the list (-1: the last).
 _ORDINAL = re.compile(r"(첫|두|세|네)\s*(?:번째|째)|(마지막|맨\s*(?:처음|앞|뒤|끝))")
 _ORDINAL_PLACES = {"첫": 0, "두": 1, "세": 2, "네": 3}
+
+
+def ordinal_blanked(message: str) -> str:
+    """``message`` without the ordinals that point at one challenge shown ("두 번째 거 어떻게
+    해?": its "두" names no subject)."""
+    return _ORDINAL.sub(" ", message)
 
 
 def ordinal(message: str) -> int | None:

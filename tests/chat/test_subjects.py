@@ -34,6 +34,9 @@ def subjects() -> Subjects:
         "고마워! 비슷한 거 몇 개 더 있을까?",
         "이번엔 아예 다른 분야로 가 보자",
         "그중에 짬 날 때 잠깐 해치울 수 있는 거 하나만",
+        # An ordinal points at one shown: its "두" is no subject (it had met "두부", and the
+        # one pointed at, which does not say it, was not answered how to do it).
+        "두 번째 거 어떻게 해?",
     ],
 )
 def test_a_plain_ask_names_no_subject(subjects: Subjects, message: str) -> None:
