@@ -75,6 +75,7 @@ __all__ = [
     "satisfies",
     "says_a_driver",
     "says_a_shop",
+    "says_a_site",
     "says_an_office",
     "says_that_one",
     "sets_aside_the_one_shown",
@@ -588,7 +589,9 @@ _SAYS_MORE = re.compile(
 #: 없는" beside 비용 is the cost's, not the effort's.
 _CUES = {
     Constraint.HOME: r"집에서|재택|집\s*안|집안에서|우리\s*집|집콕|(?<![가-힣])방에서|내\s*방|베란다"
-    r"|원룸|자취방|(?<![가-힣])방\s*안|집에\s*(?:만\s*)?(?:있(?!으면(?!서))|머물)",
+    r"|원룸|자취방|(?<![가-힣])방\s*안|집에\s*(?:만\s*)?(?:있(?!으면(?!서))|머물)"
+    # a home's kitchen, not a shop's ("가게 주방", "식당 부엌에서 일해요")
+    r"|(?<!가게)(?<!식당)(?<!매장)(?<!가게\s)(?<!식당\s)(?<!매장\s)(?:주방|부엌)",
     Constraint.WORK: r"회사에서|사무실|직장(?!인)|현장에서|일터|근무\s*중|업무|장사"
     r"|가게(?!\s*(?:되|돼|까지|에\s*가|로\s*가))|매장"
     r"|탕비실|(?:우리|저희)\s*회사|회사\s*(?:안|내)|사내|공장|(?:제|내|각자|자기)\s*자리에서",
@@ -629,6 +632,21 @@ _OFFICE = re.compile(r"회사|사무실|직장|오피스")
 def says_an_office(message: str) -> bool:
     """Whether ``message`` places its work in an office ("회사에서 할 만한 거 있어?")."""
     return _OFFICE.search(message) is not None
+
+
+#: Work told as a site's, a factory floor's or a crew's ("공장 생산직인데", "건설 현장에서
+#: 일해요", "현장 반장인데 우리 팀 작업자들이랑"): the catalogue's 현장직, whatever "회사" the
+#: message also says (a factory worker's "회사에서 할 수 있는 거" had been read as an office's,
+#: and got "텀블러로 음료 마시기" first). Not a visit ("공장 견학", "현장 체험").
+_SITE = re.compile(
+    r"(?:생산|현장|기능|노무)직|공장(?!\s*(?:견학|체험))|공사\s*현장|건설|작업자|작업복|작업장"
+    r"|현장\s*(?:반장|소장|근무|작업|일|에서\s*(?:일|근무|작업))|(?:반장|조장|소장)(?:인데|이에요|입니다)"
+)
+
+
+def says_a_site(message: str) -> bool:
+    """Whether ``message`` tells that its work is on a site or a factory floor (:data:`_SITE`)."""
+    return _SITE.search(message) is not None
 
 
 #: Work told as a shop's: one kept or run ("작은 카페를 하고 있는데", "식당 운영 중인데",

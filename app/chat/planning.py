@@ -69,6 +69,7 @@ from app.chat.constraints import (
     ordinal,
     points_at_one,
     said_in_words,
+    says_a_site,
     says_an_office,
     toward,
     trade_told,
@@ -105,7 +106,7 @@ from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
 from app.config import ChatSettings
-from app.domain.categories import CITY, OFFICE, SALES, SHOP, Category
+from app.domain.categories import CITY, OFFICE, SALES, SHOP, SITE, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
@@ -313,6 +314,8 @@ class Planner:
         if not facets.work_type:  # work told in words that the examples' vote leaves out
             if shop:
                 facets = replace(facets, work_type=SALES)
+            elif says_a_site(turn.message):
+                facets = replace(facets, work_type=SITE)  # "공장 생산직인데 회사에서 …"
             elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
                 facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
         if not state.turns:

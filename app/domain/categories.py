@@ -44,6 +44,8 @@ CITY = "도시"
 LOCATIONS: frozenset[str] = frozenset({CITY, "바닷가", "산", "농촌"})
 #: The work type most work told without one is ("회사에서", "사무실에서").
 OFFICE = "사무직"
+#: The work type of one who works on a site, a factory floor or a field crew.
+SITE = "현장직"
 #: The work type the catalogue tags a shop's work with ("가게나 매장에서 …", "영업 끝나면 간판
 #: 조명 끄기"): a shop's, a stall's, a restaurant's, and a salesperson's on the road.
 SALES = "영업직"
@@ -53,7 +55,7 @@ SHOP = "가게"
 #: The key of what is named first for one who drives for a living, told alone ("택시 운전
 #: 10년째", "택배 기사인데", "하루 종일 차 안에 있는 사람"): the catalogue tags no such work.
 DRIVING = "운전"
-WORK_TYPES: frozenset[str] = frozenset({OFFICE, "현장직", SALES, "재택근무"})
+WORK_TYPES: frozenset[str] = frozenset({OFFICE, SITE, SALES, "재택근무"})
 
 
 def _key(text: str) -> str:
