@@ -191,13 +191,17 @@ def _persona_unlike(situation: Situation, document: Document) -> bool:
 def _persona_known(situation: Situation, document: Document) -> bool:
     """Whether the user is known to be where a narrow persona's challenge is written for:
     base-info's scope holds only challenges tagged for its situation; told in words, the place
-    must be told and be the challenge's. A job alone is not enough for a place's persona:
+    must be told and be the challenge's, unless it is the city, where most challenges are
+    written for someone (a commuter who says "강남까지 차로 출퇴근" is no site worker: "먼 현장은
+    근처에 숙소 잡기"): there, as with no place told, its job. A job alone is not enough for a
+    place's persona:
     "현장에서 일하는데" is not a fishing boat ("조업 도시락", written for a seaside field
     worker); it is for a job's in the city ("외근길 틈새 플로깅" for "영업하느라 출장이 많아")."""
     if situation.given:
         return True
-    if situation.location:
-        return situation.location in document.locations
+    place = situation.location
+    if place and place != CITY:
+        return place in document.locations
     work = situation.work_type
     return bool(work) and work in document.work_types and CITY in document.locations
 

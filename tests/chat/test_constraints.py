@@ -31,6 +31,7 @@ from app.chat.constraints import (
     said_in_words,
     satisfies,
     says_a_shop,
+    says_a_site,
     says_an_office,
     sets_aside_the_one_shown,
     tells_who,
@@ -524,6 +525,19 @@ def test_a_situation_told_in_one_clause_and_a_wish_in_another_are_both_read(
 )
 def test_a_way_somewhere_is_on_the_move_and_the_street_is_not(message: str, moving: bool) -> None:
     assert (Constraint.MOVING in cued(message)) is moving
+
+
+@pytest.mark.parametrize(
+    ("message", "home"),
+    [
+        ("주방에서 나오는 음식물 쓰레기 줄이고 싶어", True),
+        ("부엌에서 쓰는 일회용품 줄이고 싶어", True),
+        ("식당 주방에서 일하는데 할 만한 거", False),  # a shop's kitchen
+        ("가게 주방에서 나오는 쓰레기", False),
+    ],
+)
+def test_a_homes_kitchen_is_a_home_cue_and_a_shops_is_not(message: str, home: bool) -> None:
+    assert (Constraint.HOME in cued(message)) is home
 
 
 def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
@@ -1439,6 +1453,24 @@ def test_work_told_as_an_offices_is_read_so(message: str, office: bool) -> None:
 )
 def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
     assert says_a_shop(message) is shop
+
+
+@pytest.mark.parametrize(
+    ("message", "site"),
+    [
+        ("자동차 부품공장에서 2교대로 생산직 하고 있어요 회사에서 할 수 있는 거", True),
+        ("식품 공장 다니는데 할 만한 거 있어?", True),
+        ("건설 현장에서 일해요", True),
+        ("현장 반장인데 우리 팀 작업자들이랑 같이 해볼 만한 거", True),
+        ("현장에서 일하는데 뭐 할 수 있을까", True),
+        ("아이랑 공장 견학 가는데 할 만한 거", False),  # a visit
+        ("현장 체험학습 가는 날 할 수 있는 거", False),
+        ("회사에서 할 만한 거 있어?", False),
+        ("사무실에서 일하는데", False),
+    ],
+)
+def test_work_told_as_a_sites_is_read_so(message: str, site: bool) -> None:
+    assert says_a_site(message) is site
 
 
 @pytest.mark.parametrize(

@@ -116,6 +116,18 @@ def test_a_jobs_persona_in_the_city_is_known_by_its_job_told() -> None:
     assert _ids(rank(hits, situation=Situation(work_type="사무직")))[-1] == "rounds"
 
 
+def test_the_city_told_does_not_make_a_citys_narrow_persona_known() -> None:
+    # A commuter who says "강남까지 차로 출퇴근": the city is where most challenges are written
+    # for someone, so a site worker's "먼 현장은 근처에 숙소 잡기" still waits; the job told
+    # with it, or a place other than the city, makes it known.
+    site = _hit("site", anyone=False, locations=("도시",), work_types=("현장직",))
+    hits = [site, _hit("b"), _hit("c")]
+    assert _ids(rank(hits, situation=Situation("도시")))[0] == "b"
+    assert _ids(rank(hits, situation=Situation("도시", "현장직")))[0] == "site"
+    sea = _hit("sea", anyone=False, locations=("바닷가",), work_types=("현장직",))
+    assert _ids(rank([sea, _hit("b"), _hit("c")], situation=Situation("바닷가")))[0] == "sea"
+
+
 def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fits() -> None:
     # An office worker told in words: a shop's door ("문 열고 냉방하지 않기") after the rest,
     # however well it fits what was said.
