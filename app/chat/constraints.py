@@ -68,6 +68,7 @@ __all__ = [
     "off_work",
     "ordinal",
     "ordinal_blanked",
+    "place_lived",
     "points_among",
     "points_at_one",
     "points_back",
@@ -642,6 +643,25 @@ _SITE = re.compile(
     r"(?:생산|현장|기능|노무)직|공장(?!\s*(?:견학|체험))|공사\s*현장|건설|작업자|작업복|작업장"
     r"|현장\s*(?:반장|소장|근무|작업|일|에서\s*(?:일|근무|작업))|(?:반장|조장|소장)(?:인데|이에요|입니다)"
 )
+
+
+#: Where the user lives, told in words as a life there ("충청도 시골로 내려온 지 2년 됐어요",
+#: "바닷가 근처로 이사 왔어요", "강원도 산골에 살고 있는데", "귀농해서"): the place, then, within
+#: a few words, living or moving there. The examples' vote reads the shorter ones; a long
+#: message's other clauses outvote its place ("… 시골로 내려온 지 2년 됐어요. 근데 동네
+#: 어르신들이 …" was read for no place). Not a visit ("바닷가 놀러 갔는데").
+_LIVES = r"[^.?!]{0,10}?(?:살|사는|삽니다|이사|내려오|내려온|내려와|내려갔|이주|정착)"
+_PLACES_LIVED = (
+    ("농촌", re.compile(r"귀농|귀촌|(?:시골|농촌|농가|읍내|시골\s*마을)" + _LIVES)),
+    ("바닷가", re.compile(r"(?:바닷가|바다\s*(?:앞|근처|옆)|해변|해안|어촌|섬에)" + _LIVES)),
+    ("산", re.compile(r"(?:산골|산속|산\s*(?:밑|아래|근처|옆|자락)|산간)" + _LIVES)),
+)
+
+
+def place_lived(message: str) -> str | None:
+    """The place ``message`` tells the user lives in, in words (:data:`_PLACES_LIVED`); None
+    for none. The city is left to the vote: most challenges are written for it too."""
+    return next((place for place, said in _PLACES_LIVED if said.search(message)), None)
 
 
 def says_a_site(message: str) -> bool:

@@ -67,6 +67,7 @@ from app.chat.constraints import (
     moves_on,
     off_work,
     ordinal,
+    place_lived,
     points_at_one,
     said_in_words,
     says_a_site,
@@ -318,6 +319,8 @@ class Planner:
                 facets = replace(facets, work_type=SITE)  # "공장 생산직인데 회사에서 …"
             elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
                 facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
+        if not facets.location and (lived := place_lived(turn.message)):
+            facets = replace(facets, location=lived)  # "충청도 시골로 내려온 지 2년 됐어요"
         if not state.turns:
             # A conversation's first ask demands only what its words say: the vote's other
             # readings of it tell who the user is ("주말마다 방파제 낚시 다니는 사람인데요": at

@@ -26,6 +26,7 @@ from app.chat.constraints import (
     left_words,
     moves_on,
     ordinal,
+    place_lived,
     points_among,
     points_back,
     said_in_words,
@@ -1471,6 +1472,23 @@ def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
 )
 def test_work_told_as_a_sites_is_read_so(message: str, site: bool) -> None:
     assert says_a_site(message) is site
+
+
+@pytest.mark.parametrize(
+    ("message", "place"),
+    [
+        ("은퇴하고 충청도 시골로 내려온 지 2년 됐어요. 근데 동네 어르신들이 …", "농촌"),
+        ("귀농해서 밭농사 짓고 있어요", "농촌"),
+        ("바닷가 근처로 이사 왔어요", "바닷가"),
+        ("섬에 살아서 택배가 오래 걸려요", "바닷가"),
+        ("강원도 산골에 살고 있는데", "산"),
+        ("바닷가 놀러 갔는데 쓰레기가 많더라", None),  # a visit
+        ("시골 할머니 댁에 갔는데", None),
+        ("서울 아파트에 살아요", None),  # the city: left to the vote
+    ],
+)
+def test_the_place_the_user_lives_in_is_read_in_words(message: str, place: str | None) -> None:
+    assert place_lived(message) == place
 
 
 @pytest.mark.parametrize(
