@@ -635,12 +635,22 @@ class Planner:
                 ranked = Ranked((named, *(hit for hit in ranked.hits if hit is not named)))
         else:
             aside = left_words(message)  # "텀블러 말고 또 뭐 있어?": not the tumbler first
+            # "두부 말고 콩으로 먹을 만한 것도 있어?": a title saying what it wants stays.
+            wanted = (
+                self._subjects.titled(
+                    self._subjects.beyond_constraints(leaving_aside(message)),
+                    (hit.document for hit in pool),
+                )
+                if aside and self._subjects is not None
+                else set()
+            )
             ranked = rank(
                 pool,
                 constraints=constraints,
                 situation=situation,
                 fit=fit,
                 aside=aside,
+                wanted=wanted,
                 starter=starter,
                 classics=classics,
                 opening=opening,

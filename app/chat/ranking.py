@@ -96,6 +96,7 @@ def rank(
     starter: bool = False,
     fit: Mapping[str, float] | None = None,
     aside: Collection[str] = (),
+    wanted: Collection[str] = (),
     classics: Sequence[str] = (),
     opening: bool = False,
 ) -> Ranked:
@@ -103,7 +104,9 @@ def rank(
     nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
     document id, how well it fits what was said (:meth:`app.chat.fit.FitBank.fit`);
     ``aside``: words of what the message leaves aside (:func:`app.chat.constraints.left_words`):
-    a challenge whose title says one comes after every other; ``classics``: the turn names a
+    a challenge whose title says one comes after every other, unless it is one of ``wanted``
+    (document ids: its title also says what the message wants instead, "두부 말고 콩으로 …":
+    "두부와 콩으로 단백질 채우기"); ``classics``: the turn names a
     field and nothing in it (or is base-info in the city), so the field's classic first steps
     (document ids, in their order: :func:`app.rag.corpus.classics_of`) come first;
     ``opening``: the conversation's first ask, no question, so its field's classic first steps
@@ -144,7 +147,11 @@ def rank(
 
     ordered = sorted(hits, key=score, reverse=True)  # stable: ties keep retrieval's order
     if aside:
-        ordered.sort(key=lambda hit: any(word in hit.document.title for word in aside))
+        ordered.sort(
+            key=lambda hit: (
+                hit.document.id not in wanted and any(word in hit.document.title for word in aside)
+            )
+        )
     if classics:
         classic = {doc_id: rank for rank, doc_id in enumerate(classics)}
         ordered.sort(key=lambda hit: classic.get(hit.document.id, len(classic)))

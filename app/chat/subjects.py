@@ -157,6 +157,16 @@ class Subjects:
         one is, not what a challenge is about."""
         return tuple(word for word in self.named_in(message) if not cued(word))
 
+    def titled(self, words: Iterable[str], documents: Iterable[Document]) -> set[str]:
+        """The ids of ``documents`` whose titles say one of ``words`` (as :meth:`named_in` reads
+        a message's: "콩으로" is said by "두부와 콩으로 단백질 채우기")."""
+        wanted = tuple(words)
+        return {
+            document.id
+            for document in documents
+            if wanted and any(_Words(_WORD.findall(document.title)).meets(w) for w in wanted)
+        }
+
     def names_only_constraints(self, message: str) -> bool:
         """Whether ``message`` names no field by what it is about (:func:`names_a_field`) and
         no subject but the words of its constraints (:meth:`beyond_constraints`): "외근 다니는

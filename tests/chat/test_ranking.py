@@ -116,6 +116,15 @@ def test_a_jobs_persona_in_the_city_is_known_by_its_job_told() -> None:
     assert _ids(rank(hits, situation=Situation(work_type="사무직")))[-1] == "rounds"
 
 
+def test_a_title_saying_what_is_left_aside_comes_last_unless_it_says_what_is_wanted() -> None:
+    # "두부 말고 콩으로 …": "두부 만들고 남은 비지로" last, "두부와 콩으로 단백질" kept.
+    both = _hit("both", title="두부와 콩으로 단백질 채우기")
+    tofu = _hit("tofu", title="두부 만들고 남은 비지로 찌개 끓이기")
+    hits = [both, tofu, _hit("c")]
+    assert _ids(rank(hits, aside=("두부",))) == ["c", "both", "tofu"]
+    assert _ids(rank(hits, aside=("두부",), wanted={"both"})) == ["both", "c", "tofu"]
+
+
 def test_the_city_told_does_not_make_a_citys_narrow_persona_known() -> None:
     # A commuter who says "강남까지 차로 출퇴근": the city is where most challenges are written
     # for someone, so a site worker's "먼 현장은 근처에 숙소 잡기" still waits; the job told

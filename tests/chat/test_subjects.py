@@ -84,6 +84,17 @@ def test_what_one_shown_says_is_said_by_them(subjects: Subjects) -> None:
     assert subjects.said_by("화질 낮추면 탄소가 줄어?", net_bags) == ()
 
 
+def test_the_titles_saying_what_is_wanted_are_found(subjects: Subjects) -> None:
+    # "두부 말고 콩으로 먹을 만한 것도 있어?": "콩으로" is said by a title's "콩으로", by a
+    # one-syllable word and its particle, not by a title without it.
+    documents = {document.id: document for document in load_corpus(CORPUS)}
+    tofu = documents["vg-010"]  # "두부와 콩으로 단백질 채우기"
+    okara = documents["vg-048"]  # "두부 만들고 남은 비지로 찌개 끓이기"
+    assert "콩" in tofu.title and "콩" not in okara.title
+    assert subjects.titled(("콩으로",), (tofu, okara)) == {"vg-010"}
+    assert subjects.titled((), (tofu, okara)) == set()
+
+
 def test_the_words_of_a_constraint_are_no_subject_beyond_it(subjects: Subjects) -> None:
     # "외근", "출퇴근", "지하철" say where one is (app/chat/constraints.py ``cued``).
     assert subjects.beyond_constraints("외근 다니는 길에 틈틈이 할 수 있는 걸로") == ()
