@@ -68,6 +68,7 @@ __all__ = [
     "off_work",
     "ordinal",
     "ordinal_blanked",
+    "pet_is_no_family",
     "place_lived",
     "points_among",
     "points_at_one",
@@ -317,7 +318,7 @@ def _one(said: set[str], prefix: str) -> str | None:
 #: "Among" is a pointer at the answer just shown, and pointers are a closed set of words:
 #: a demonstrative or a reference to what was said, then 중 or 가운데 ("그 중에", "그중",
 #: "이 가운데", "셋 중에", "방금 보여 준 것 중에", "아까 추천한 거 중에서"), or
-#: 거기서. Neither vote reads them reliably: an embedding drowns them under the
+#: 거기서 beginning the message. Neither vote reads them reliably: an embedding drowns them under the
 #: critique beside them, and bigrams miss "그중에" against "그 중에" (bench/README.md "Facets").
 #: Nothing may follow 중 but a particle ("그 중요한", "이중 포장" are not pointers).
 _AMONG_END = r"(?:중(?:에서|에선|에는|에|엔)?|가운데(?:서|에서)?)(?![가-힣])"
@@ -329,7 +330,10 @@ _AMONG = re.compile(
     r"|(?:위|위에|방금|아까|앞서|앞에서|앞에|거기|저기|보여\s*주신|보여\s*준|추천해\s*주신|추천해\s*준"
     r"|추천한|말해\s*주신|말해\s*준|말한|알려\s*주신|알려\s*준|골라\s*준|나온)"
     r"[^.?!]{0,10}?(?:것들|거들|것|거|애들|챌린지들|챌린지)"
-    r")\s*" + _AMONG_END + r"|(?:거기|저기)\s*서)"
+    r")\s*" + _AMONG_END + r")"
+    # "거기서" begins the message to point at the list; after a place it names, it is that
+    # place ("근처 산에 자주 올라가는데 거기서 할 수 있는 건요?").
+    r"|^\s*(?:(?:그럼|그러면|근데|음+|아+|오+)[\s,.!~]*)?(?:거기|저기)\s*서"
 )
 
 
@@ -775,6 +779,16 @@ def raises_a_child(message: str) -> bool:
     return bool(_RAISING.search(message)) and Constraint.FAMILY not in cued(message)
 
 
+def pet_is_no_family(message: str, constraints: frozenset[Constraint]) -> frozenset[Constraint]:
+    """``constraints`` less family when the only one ``message`` takes along is a pet
+    ("주말엔 댕댕이 데리고 근처 산에 자주 올라가는데": read as family by the vote, it brought
+    "아이와 함께하는 가족 플로깅"): family stays when the message says it in words."""
+    if Constraint.FAMILY in constraints and _PET.search(message):
+        if Constraint.FAMILY not in cued(message):
+            return constraints - {Constraint.FAMILY}
+    return constraints
+
+
 def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[Constraint]:
     """Those of ``constraints`` that ``message`` says in words (:func:`cued`)."""
     words = cued(message)
@@ -1020,7 +1034,7 @@ _WANTS = (
     r"추천|알려|보여|소개|챌린지|뭐가?\s*(?:있|없)|(?:{things})\s*(?:도\s*)?(?:있|없)"
     r"|할\s*만한|해\s*볼\s*만한"
     # "여름에 할 수 있는 건?": what there is to do, said short
-    r"|할\s*수\s*있는\s*(?:{things})\s*(?:은|는)?\s*[?？]*\s*$"
+    r"|할\s*수\s*있는\s*(?:{things})\s*(?:은|는)?\s*요?\s*[?？]*\s*$"
 )
 _ASKS_FOR_CHALLENGES = re.compile(_WANTS.format(things="거|것|게|건|걸") + r"|쪽으로|걸로")
 

@@ -26,6 +26,7 @@ from app.chat.constraints import (
     left_words,
     moves_on,
     ordinal,
+    pet_is_no_family,
     place_lived,
     points_among,
     points_back,
@@ -240,6 +241,20 @@ def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_t
     another = Facets(constraints=frozenset({Constraint.HOME}), another=True)
     assert with_facets(Intent(IntentKind.MORE), another, shown).kind is IntentKind.ANOTHER
     assert with_facets(Intent(IntentKind.MORE), among, SessionState("s")).kind is IntentKind.MORE
+
+
+def test_a_place_named_before_its_there_is_no_pointer() -> None:
+    # "주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?": its "거기서" is
+    # the mountain; read as a pointer, it had chosen one of the walk's answers again.
+    assert not points_among("주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?")
+    assert points_among("그럼 거기서 하나만 골라 줘")
+
+
+def test_a_pet_taken_along_is_no_family() -> None:
+    family = frozenset({Constraint.FAMILY, Constraint.OUTSIDE})
+    assert pet_is_no_family("댕댕이 데리고 산에 가는데", family) == {Constraint.OUTSIDE}
+    assert pet_is_no_family("강아지랑 애들 데리고 산에 가는데", family) == family
+    assert pet_is_no_family("애들 데리고 산에 가는데", family) == family
 
 
 def test_a_pointer_into_what_was_shown_outweighs_another_field_read_by_meaning_alone() -> None:
