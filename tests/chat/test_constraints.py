@@ -30,6 +30,7 @@ from app.chat.constraints import (
     place_lived,
     points_among,
     points_back,
+    requests_challenges,
     said_in_words,
     satisfies,
     says_a_shop,
@@ -248,6 +249,8 @@ def test_a_place_named_before_its_there_is_no_pointer() -> None:
     # the mountain; read as a pointer, it had chosen one of the walk's answers again.
     assert not points_among("주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?")
     assert points_among("그럼 거기서 하나만 골라 줘")
+    # ... and it asks for challenges, said with "요" too.
+    assert requests_challenges("근처 산에 올라가는데 거기서 할 수 있는 건요?")
 
 
 def test_a_pet_taken_along_is_no_family() -> None:
