@@ -247,7 +247,9 @@ def test_a_choice_among_what_was_shown_is_never_refused_but_money_words_are_no_t
 def test_a_place_named_before_its_there_is_no_pointer() -> None:
     # "주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?": its "거기서" is
     # the mountain; read as a pointer, it had chosen one of the walk's answers again.
-    assert not points_among("주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?")
+    assert not points_among(
+        "주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?"
+    )
     assert points_among("그럼 거기서 하나만 골라 줘")
     # ... and it asks for challenges, said with "요" too.
     assert requests_challenges("근처 산에 올라가는데 거기서 할 수 있는 건요?")
