@@ -485,6 +485,9 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
     ("session", "message", "key", "place"),
     [
         ("c5d", "동네에서 작은 빵집을 하고 있는데 가게에서 할 만한 거 있을까요?", "job:가게", None),
+        # Alone said first, the shop's firsts came after one's alone ("배달 주문은 일회용 수저
+        # 없이" for a snack bar's owner).
+        ("c5z", "혼자 작은 분식집 운영하는데 가게에서 할 만한 거 있을까요?", "job:가게", None),
         # Its "회사에서" had read an office's work: "텀블러로 음료 마시기" for a factory worker.
         ("c5w", "식품 공장 생산직인데 회사에서 할 만한 거 있을까요?", "job:현장직", "work"),
         # Nearer a field than a situation by a little, it had gone to plogging by its meaning

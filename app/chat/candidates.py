@@ -504,11 +504,15 @@ def _situation_keys(
     whom, then the work (a seaside village's neighbours first hear the seaside's, not
     "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
-    keys += [f"with:{c.value}" for c in Constraint if c in constraints and c.value in COMPANY]
+    company = [c for c in Constraint if c in constraints and c.value in COMPANY]
+    keys += [f"with:{c.value}" for c in company if c is not Constraint.ALONE]
     if trade:
         keys.append(f"job:{trade}")
     elif situation.work_type:
         keys.append(f"job:{situation.work_type}")
+    # Alone says least of who one is (anything may be done alone): after the work ("동네에서
+    # 혼자 작은 카페 운영하고 있어요" had begun with "배달 주문은 일회용 수저 없이").
+    keys += [f"with:{c.value}" for c in company if c is Constraint.ALONE]
     return keys
 
 
