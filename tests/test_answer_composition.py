@@ -481,6 +481,18 @@ async def test_a_first_ask_telling_only_a_situation_begins_with_its_first_steps(
             assert all(doc.traits and "work" in doc.traits.places for doc in shown), shown
 
 
+async def test_a_first_ask_alone_that_names_its_own_subject_is_answered_by_it(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Alone said, and vegetables thrown away: read as telling only a situation, it had begun
+    # with what is named first for one alone ("배달 주문은 일회용 수저 없이").
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    message = "혼자 사는 직장인인데 장 보면 채소를 반도 못 먹고 버려요 혼자서 할 수 있는 방법"
+    answer = _answer(await read_stream(http, FREE, {"sessionId": "c6b", "message": message}))
+    assert CATALOGUE[_titles(answer)[0]].id != FIRSTS["with:alone"][0], _titles(answer)
+    assert any("채소" in title or "장보기" in title for title in _titles(answer)), answer
+
+
 @pytest.mark.parametrize(
     ("session", "message", "key", "place"),
     [

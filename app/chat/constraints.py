@@ -58,6 +58,7 @@ __all__ = [
     "asks_to_see_again",
     "clauses",
     "compares_with_shown",
+    "cue_spans",
     "cued",
     "field_blanked",
     "in_question_form",
@@ -793,6 +794,11 @@ def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[
     """Those of ``constraints`` that ``message`` says in words (:func:`cued`)."""
     words = cued(message)
     return frozenset(c for c in constraints if c in words)
+
+
+def cue_spans(message: str) -> list[tuple[int, int]]:
+    """Where ``message`` says a place, a company, ease or cost in words (:data:`_CUES`)."""
+    return [m.span() for pattern in _CUE.values() for m in pattern.finditer(message)]
 
 
 def cued(message: str) -> dict[Constraint, int]:

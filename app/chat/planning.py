@@ -112,7 +112,7 @@ from app.domain.categories import CITY, OFFICE, SALES, SHOP, SITE, Category
 from app.domain.events import Delta, Done
 from app.llm.schema import Answer
 from app.metrics import Metrics
-from app.rag.corpus import Document
+from app.rag.corpus import COMPANY, Document
 from app.rag.retriever import EmbedderBusy, Hit, QueryVector, Retriever
 from app.rag.scope import ANYWHERE
 
@@ -530,8 +530,31 @@ class Planner:
             situation = Situation(CITY)
         elif not self._tells_only_a_situation(message, query, intent, facets, state, trade=trade):
             return None
+        elif self._alone_and_its_own(message, constraints, situation, trade):
+            return None
         return await self._candidates.for_situation(
             query, state, constraints, situation, trade=trade
+        )
+
+    def _alone_and_its_own(
+        self,
+        message: str,
+        constraints: frozenset[Constraint],
+        situation: Situation,
+        trade: str | None,
+    ) -> bool:
+        """Whether all a first ask tells of who the user is is doing it alone, and it names
+        subjects of its own (:data:`SAYS_ITS_OWN` words, one the catalogue's): it asks
+        for something ("혼자 사는 직장인인데 장 보면 채소를 반도 못 먹고 버려요 … 혼자서 할 수
+        있는 방법": vegetables thrown away, not the firsts for one alone, "배달 주문은 일회용
+        수저 없이"); alone says least of who one is."""
+        company = {c for c in constraints if c.value in COMPANY}
+        return (
+            company == {Constraint.ALONE}
+            and not (situation.location or situation.work_type or trade)
+            and self._subjects is not None
+            and len(words_of_its_own(message)) >= SAYS_ITS_OWN
+            and bool(self._subjects.beyond_constraints(message))
         )
 
     def _tells_only_a_situation(

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.chat.constraints import cued, field_blanked, ordinal_blanked
+from app.chat.constraints import cue_spans, cued, field_blanked, ordinal_blanked
 from app.domain.categories import Category
 from app.rag.corpus import Document
 
@@ -153,9 +153,18 @@ class Subjects:
 
     def beyond_constraints(self, message: str) -> tuple[str, ...]:
         """The subjects ``message`` names (:meth:`named_in`) that are not the words of a
-        constraint it says (app/chat/constraints.py ``cued``): "외근" and "지하철" say where
-        one is, not what a challenge is about."""
-        return tuple(word for word in self.named_in(message) if not cued(word))
+        constraint it says (app/chat/constraints.py ``cued``, alone or where the message
+        says one: "거의 집에 있어요"): "외근" and "지하철" say where one is, not what a
+        challenge is about."""
+        spans = cue_spans(message)
+
+        def in_a_cue(word: str) -> bool:
+            at = message.find(word)
+            return any(start <= at < end for start, end in spans)
+
+        return tuple(
+            word for word in self.named_in(message) if not cued(word) and not in_a_cue(word)
+        )
 
     def titled(self, words: Iterable[str], documents: Iterable[Document]) -> set[str]:
         """The ids of ``documents`` whose titles say one of ``words`` (as :meth:`named_in` reads

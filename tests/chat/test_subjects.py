@@ -100,6 +100,8 @@ def test_the_words_of_a_constraint_are_no_subject_beyond_it(subjects: Subjects) 
     assert subjects.beyond_constraints("외근 다니는 길에 틈틈이 할 수 있는 걸로") == ()
     assert subjects.beyond_constraints("출퇴근 지하철 안에서 틈틈이 할 수 있는 건 없어?") == ()
     assert subjects.beyond_constraints("상자 말고도 집에서 혼자 만들 만한 거 있을까?") == ("상자",)
+    # A word inside a constraint the message says ("거의 집에 있어요": at home) is no subject.
+    assert subjects.beyond_constraints("취준생이라 거의 집에 있어요. 혼자 할 수 있는 걸로요") == ()
 
 
 @pytest.mark.anyio
