@@ -318,8 +318,8 @@ def _one(said: set[str], prefix: str) -> str | None:
 
 #: "Among" is a pointer at the answer just shown, and pointers are a closed set of words:
 #: a demonstrative or a reference to what was said, then 중 or 가운데 ("그 중에", "그중",
-#: "이 가운데", "셋 중에", "방금 보여 준 것 중에", "아까 추천한 거 중에서"), or
-#: 거기서 beginning the message. Neither vote reads them reliably: an embedding drowns them under the
+#: "이 가운데", "셋 중에", "방금 보여 준 것 중에", "아까 추천한 거 중에서"), or 거기서
+#: beginning the message. Neither vote reads them reliably: an embedding drowns them under the
 #: critique beside them, and bigrams miss "그중에" against "그 중에" (bench/README.md "Facets").
 #: Nothing may follow 중 but a particle ("그 중요한", "이중 포장" are not pointers).
 _AMONG_END = r"(?:중(?:에서|에선|에는|에|엔)?|가운데(?:서|에서)?)(?![가-힣])"
@@ -650,6 +650,11 @@ _SITE = re.compile(
 )
 
 
+def says_a_site(message: str) -> bool:
+    """Whether ``message`` tells that its work is on a site or a factory floor (:data:`_SITE`)."""
+    return _SITE.search(message) is not None
+
+
 #: Where the user lives, told in words as a life there ("충청도 시골로 내려온 지 2년 됐어요",
 #: "바닷가 근처로 이사 왔어요", "강원도 산골에 살고 있는데", "귀농해서"): the place, then, within
 #: a few words, living or moving there. The examples' vote reads the shorter ones; a long
@@ -667,11 +672,6 @@ def place_lived(message: str) -> str | None:
     """The place ``message`` tells the user lives in, in words (:data:`_PLACES_LIVED`); None
     for none. The city is left to the vote: most challenges are written for it too."""
     return next((place for place, said in _PLACES_LIVED if said.search(message)), None)
-
-
-def says_a_site(message: str) -> bool:
-    """Whether ``message`` tells that its work is on a site or a factory floor (:data:`_SITE`)."""
-    return _SITE.search(message) is not None
 
 
 #: Work told as a shop's: one kept or run ("작은 카페를 하고 있는데", "식당 운영 중인데",
