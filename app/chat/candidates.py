@@ -361,7 +361,7 @@ class Candidates:
         the search finds. Returns the field, its candidates and the named ones among them (to
         rank first, as a field's classics are); None when nothing is named for what was told,
         or none fits. ``trade``: work told in words that the catalogue's work types do not
-        name (app/chat/constraints.py ``trade_told``), a shop's ("작은 카페를 하고 있는데") or a
+        name (app/chat/told.py ``trade_told``), a shop's ("작은 카페를 하고 있는데") or a
         driver's ("택배 기사인데"): what is named for it, and the catalogue's work types left
         aside (it tags a shop's work and a salesperson's alike, and a shop's everyday ones as
         neither; a driver's, as a salesperson's or a site's)."""

@@ -32,7 +32,6 @@ from app.chat.constraints import (
     requests_challenges,
     says_that_one,
     sets_aside_the_one_shown,
-    tells_who,
 )
 from app.chat.fit import FitBank
 from app.chat.intent import (
@@ -45,6 +44,7 @@ from app.chat.intent import (
 from app.chat.ranking import Situation
 from app.chat.sessions import SessionState
 from app.chat.subjects import Subjects, names_a_field
+from app.chat.told import tells_who
 from app.domain.categories import Category
 from app.rag.corpus import COMPANY, PLACES, Document
 

@@ -68,13 +68,9 @@ from app.chat.constraints import (
     off_work,
     ordinal,
     pet_is_no_family,
-    place_lived,
     points_at_one,
     said_in_words,
-    says_a_site,
-    says_an_office,
     toward,
-    trade_told,
     wanting,
     without_field,
 )
@@ -107,6 +103,7 @@ from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
+from app.chat.told import place_lived, says_a_site, says_an_office, trade_told
 from app.config import ChatSettings
 from app.domain.categories import CITY, OFFICE, SALES, SHOP, SITE, Category
 from app.domain.events import Delta, Done

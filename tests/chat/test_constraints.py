@@ -27,19 +27,13 @@ from app.chat.constraints import (
     moves_on,
     ordinal,
     pet_is_no_family,
-    place_lived,
     points_among,
     points_back,
     requests_challenges,
     said_in_words,
     satisfies,
-    says_a_shop,
-    says_a_site,
-    says_an_office,
     sets_aside_the_one_shown,
-    tells_who,
     toward,
-    trade_told,
     wanting,
     without_field,
 )
@@ -50,6 +44,14 @@ from app.chat.intent_bank import build_facets, build_intents
 from app.chat.sentence_bank import build_fit_bank
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
+from app.chat.told import (
+    place_lived,
+    says_a_shop,
+    says_a_site,
+    says_an_office,
+    tells_who,
+    trade_told,
+)
 from app.config import Settings
 from app.domain.categories import DRIVING, SHOP, Category
 from app.rag.corpus import Traits
