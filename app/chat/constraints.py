@@ -67,7 +67,6 @@ __all__ = [
     "off_work",
     "ordinal",
     "ordinal_blanked",
-    "pet_is_no_family",
     "points_among",
     "points_at_one",
     "points_back",
@@ -75,6 +74,7 @@ __all__ = [
     "satisfies",
     "says_that_one",
     "sets_aside_the_one_shown",
+    "takes_a_pet",
     "toward",
     "wanting",
     "without_field",
@@ -659,14 +659,11 @@ def raises_a_child(message: str) -> bool:
     return bool(_RAISING.search(message)) and Constraint.FAMILY not in cued(message)
 
 
-def pet_is_no_family(message: str, constraints: frozenset[Constraint]) -> frozenset[Constraint]:
-    """``constraints`` less family when the only one ``message`` takes along is a pet
-    ("주말엔 댕댕이 데리고 근처 산에 자주 올라가는데": read as family by the vote, it brought
-    "아이와 함께하는 가족 플로깅"): family stays when the message says it in words."""
-    if Constraint.FAMILY in constraints and _PET.search(message):
-        if Constraint.FAMILY not in cued(message):
-            return constraints - {Constraint.FAMILY}
-    return constraints
+def takes_a_pet(message: str) -> bool:
+    """Whether the only one ``message`` takes along is a pet ("주말엔 댕댕이 데리고 근처 산에
+    자주 올라가는데": read as family by the vote, it brought "아이와 함께하는 가족 플로깅"): no
+    family unless the message says it in words."""
+    return bool(_PET.search(message)) and Constraint.FAMILY not in cued(message)
 
 
 def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[Constraint]:
@@ -1064,7 +1061,8 @@ class FacetReaders:
             said |= told
         if QUESTION not in said:  # a question's words name its subject, not a place
             said = self._cued(message, votes, said)
-        if raises_a_child(message):  # who the user is, whatever the vote ("아기 키우는데 …")
+        if raises_a_child(message) or takes_a_pet(message):
+            # who the user is, whatever the vote ("아기 키우는데 …", "댕댕이 데리고 …")
             said.discard(Constraint.FAMILY.value)
         if points_among(message):
             said.add(AMONG)

@@ -67,7 +67,6 @@ from app.chat.constraints import (
     moves_on,
     off_work,
     ordinal,
-    pet_is_no_family,
     points_at_one,
     said_in_words,
     toward,
@@ -909,7 +908,6 @@ class Planner:
             if query.vector is not None and (text := without_field(message)):
                 unnamed = await self._embedding_if_free(text)
             facets = self._facets.read(message, query.vector, parts, unnamed)
-            facets = replace(facets, constraints=pet_is_no_family(message, facets.constraints))
             if asks_what(message):
                 # "쿨맵시가 뭐야?": a question and no critique, whatever the vote read
                 facets = replace(facets, question=True, constraints=frozenset())

@@ -72,7 +72,8 @@ def names_a_field(message: str) -> bool:
 def words_of_its_own(message: str) -> tuple[str, ...]:
     """The words of ``message`` that are neither asking, nor a field's name or its stuff,
     nor a particle, nor an ordinal pointing at one shown ("두 번째 거"): what it says of its
-    own, catalogue's word or not ("음쓰가", "썩혀서", "간호사예요"). "추천 좀 해줘" and "환경 챌린지는 어떤 종류가 있어?" say none."""
+    own, catalogue's word or not ("음쓰가", "썩혀서", "간호사예요"). "추천 좀 해줘" and "환경
+    챌린지는 어떤 종류가 있어?" say none."""
     return tuple(
         word
         for word in _WORD.findall(ordinal_blanked(field_blanked(message)))

@@ -26,13 +26,13 @@ from app.chat.constraints import (
     left_words,
     moves_on,
     ordinal,
-    pet_is_no_family,
     points_among,
     points_back,
     requests_challenges,
     said_in_words,
     satisfies,
     sets_aside_the_one_shown,
+    takes_a_pet,
     toward,
     wanting,
     without_field,
@@ -258,10 +258,9 @@ def test_a_place_named_before_its_there_is_no_pointer() -> None:
 
 
 def test_a_pet_taken_along_is_no_family() -> None:
-    family = frozenset({Constraint.FAMILY, Constraint.OUTSIDE})
-    assert pet_is_no_family("댕댕이 데리고 산에 가는데", family) == {Constraint.OUTSIDE}
-    assert pet_is_no_family("강아지랑 애들 데리고 산에 가는데", family) == family
-    assert pet_is_no_family("애들 데리고 산에 가는데", family) == family
+    assert takes_a_pet("댕댕이 데리고 산에 가는데")
+    assert not takes_a_pet("강아지랑 애들 데리고 산에 가는데")  # family said in words
+    assert not takes_a_pet("애들 데리고 산에 가는데")
 
 
 def test_a_pointer_into_what_was_shown_outweighs_another_field_read_by_meaning_alone() -> None:
@@ -568,7 +567,11 @@ def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
 ) -> None:
     # "키우는데" had read family whatever was raised: the family filter then left one
     # upcycling challenge for a cat owner, and not the cat scratcher.
-    for message in ("고양이 키우는데 할 만한 업사이클 있어?", "화분 키우는데 할 만한 거"):
+    for message in (
+        "고양이 키우는데 할 만한 업사이클 있어?",
+        "화분 키우는데 할 만한 거",
+        "주말엔 댕댕이 데리고 근처 산에 자주 올라가는데 거기서 할 수 있는 건요?",
+    ):
         parts = embedder.embed_queries(clauses(message))
         read = facets.read(message, embedder.embed_queries([message])[0], parts)
         assert Constraint.FAMILY not in read.constraints, message
