@@ -47,7 +47,13 @@ from app.llm.upstreams import UpstreamPool
 from app.logs import RequestIdMiddleware, bound_request_id, request_id_of, setup_logging
 from app.metrics import Metrics
 from app.rag.cached import CachedRetriever
-from app.rag.corpus import SITUATION_FIRSTS, classics_of, load_corpus, load_situation_firsts
+from app.rag.corpus import (
+    SITUATION_FIRSTS,
+    classics_of,
+    load_corpus,
+    load_situation_firsts,
+    pairings_of,
+)
 from app.rag.startup import open_retriever
 from app.redis_client import redis_connector
 from app.routers import feedback as feedback_routes
@@ -143,6 +149,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                     classics=classics_of(corpus),
                     firsts=firsts,
                     subjects=Subjects(corpus),
+                    pairings=pairings_of(corpus),
                     sessions=sessions,
                     settings=turns,
                     metrics=metrics,

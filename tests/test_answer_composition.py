@@ -764,6 +764,22 @@ async def test_not_the_first_one_is_never_the_first_one_again(
     assert not set(_titles(other)) & set(_titles(opened)), "not that one: new ones"
 
 
+async def test_coworkers_asked_after_a_walk_to_work_are_met_in_its_field(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # The walk's "on the move" had stayed in force beside the coworkers asked for, a pair the
+    # catalogue's plogging has none of: the answer left for the carbon field's site lodgings.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    first = "출근할 때 지하철역까지 걸어가면서 쓰레기 좀 주워 볼까 해"
+    answer = await _after(http, "c3w", first, "동료들이랑 같이 할 수 있는 것도 있을까?")
+    assert answer["challenges"], answer
+    for item in answer["challenges"]:
+        doc = CATALOGUE[item["title"]]
+        assert doc.category is Category.PLOGGING, item["title"]
+        assert doc.traits is not None and "coworkers" in doc.traits.company, item["title"]
+    assert "이동하면서" not in answer["recommend"], answer["recommend"]
+
+
 async def test_more_of_it_is_more_of_what_was_asked(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -12,7 +12,7 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -53,6 +53,7 @@ __all__ = [
     "ELSEWHERE_AGREE",
     "ONLY_CONSTRAINTS_MARGIN",
     "SHOWN_MARGIN",
+    "USUAL_TOGETHER",
     "Readings",
     "about_something_else",
     "about_what_was_shown",
@@ -87,6 +88,11 @@ SHOWN_MARGIN = -0.03
 _MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
 #: What a follow-up that leaves something aside may have been read as, on its whole.
 _MAY_GO_ELSEWHERE = (IntentKind.MORE, IntentKind.ASK, IntentKind.ANOTHER, IntentKind.AMONG)
+#: How usual a place kept from before must be with a company the message says, or a company
+#: kept with a place it says, to stay in force (:func:`in_force`): of either's challenges in
+#: the catalogue, the larger share that are also the other's (:func:`app.rag.corpus.pairings_of`). Chosen on
+#: the fit bench's tuned splits (bench/README.md).
+USUAL_TOGETHER = 0.2
 #: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
 _KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
 
@@ -451,11 +457,20 @@ def what_it_wants(
 
 
 def in_force(
-    intent: Intent, facets: Facets, state: SessionState, *, afresh: bool = False
+    intent: Intent,
+    facets: Facets,
+    state: SessionState,
+    *,
+    afresh: bool = False,
+    pairings: Mapping[tuple[str, str], float] | None = None,
 ) -> frozenset[Constraint]:
     """The constraints for this turn: the message's own, and, for a follow-up, those in force
     before (a new place or company replacing the old one of its kind; none it leaves aside;
-    none at all when it starts ``afresh``: "전기 아끼는 건 대충 알겠어요 근데 …")."""
+    none at all when it starts ``afresh``: "전기 아끼는 건 대충 알겠어요 근데 …"). With the
+    catalogue's ``pairings`` (:func:`app.rag.corpus.pairings_of`), a place or company kept
+    from before that is rarely met with the other kind the message says (below
+    :data:`USUAL_TOGETHER`) is dropped too: "회사 사람들 끌어들여서 같이" after plogging on the
+    way to the subway asks for coworkers, not coworkers on the move."""
     mine = set(facets.constraints)
     if intent.kind is IntentKind.BACK_TO_BASE and (began := state.began) is not None:
         # "처음 얘기로 돌아가자": back to the first ask as it was asked ("아이랑", "혼자서").
@@ -470,8 +485,24 @@ def in_force(
             if constraint.value in kind and any(c.value in kind for c in mine):
                 break
         else:
-            kept.add(constraint)
+            if pairings is None or _usual_with(constraint, mine, pairings):
+                kept.add(constraint)
     return frozenset(kept | mine)
+
+
+def _usual_with(
+    kept: Constraint, mine: set[Constraint], pairings: Mapping[tuple[str, str], float]
+) -> bool:
+    """Whether ``kept`` (a constraint in force before) is usual with each place or company of
+    the other kind in ``mine`` (:data:`USUAL_TOGETHER`); ease and cost go with anything."""
+    for kind, other in ((PLACES, COMPANY), (COMPANY, PLACES)):
+        if kept.value in kind:
+            return all(
+                pairings.get((kept.value, c.value), 0.0) >= USUAL_TOGETHER
+                for c in mine
+                if c.value in other
+            )
+    return True
 
 
 def _known(values: tuple[str, ...]) -> Iterator[Constraint]:

@@ -230,6 +230,7 @@ class Planner:
         classics: Mapping[Category, tuple[str, ...]] | None = None,
         firsts: Mapping[str, tuple[str, ...]] | None = None,
         subjects: Subjects | None = None,
+        pairings: Mapping[tuple[str, str], float] | None = None,
         sessions: SessionStore,
         settings: ChatSettings,
         metrics: Metrics,
@@ -251,6 +252,9 @@ class Planner:
         self._fit_bank = fit  # None: ranked by retrieval's order, categorized without it
         # What the catalogue's challenges are about: an ask that names one is not plain.
         self._subjects = subjects
+        # How usual each place is with each company (app/rag/corpus.py pairings_of): a place
+        # or company kept from before that the one said now rarely goes with is dropped.
+        self._pairings = pairings
         self._sessions = sessions
         self._settings = settings
         self._metrics = metrics
@@ -323,7 +327,9 @@ class Planner:
             # readings of it tell who the user is ("주말마다 방파제 낚시 다니는 사람인데요": at
             # home, by its neighbours), which the search's meaning carries, not a filter.
             facets = replace(facets, constraints=said_in_words(turn.message, facets.constraints))
-        constraints = in_force(intent, facets, state, afresh=moves_on(turn.message))
+        constraints = in_force(
+            intent, facets, state, afresh=moves_on(turn.message), pairings=self._pairings
+        )
         told = told_so_far(facets, state)
         situation = situation_of(state, told)
         situated = (

@@ -28,6 +28,7 @@ __all__ = [
     "classics_of",
     "load_corpus",
     "load_situation_firsts",
+    "pairings_of",
 ]
 
 #: The file beside a corpus naming, for a situation told alone ("at:바닷가", "job:현장직",
@@ -161,6 +162,32 @@ def classics_of(documents: Sequence[Document]) -> dict[Category, tuple[str, ...]
         if document.traits is not None and document.traits.starter:
             ranked.setdefault(document.category, []).append((document.traits.starter, document.id))
     return {category: tuple(i for _, i in sorted(ids)) for category, ids in ranked.items()}
+
+
+def pairings_of(documents: Sequence[Document]) -> dict[tuple[str, str], float]:
+    """How usual each place is with each company in the catalogue: for a pair of a place and
+    a company, the larger of two shares: of the place's challenges done with the company, and
+    of the company's done at the place (most of the coworkers' are done at work; few are done
+    on the move, and few on the move are done with coworkers). Keyed both ways round; a pair
+    with no challenge of either is 0."""
+    counts: dict[str, int] = {}
+    both: dict[tuple[str, str], int] = {}
+    for document in documents:
+        traits = document.traits
+        if traits is None:
+            continue
+        for value in (*traits.places, *traits.company):
+            counts[value] = counts.get(value, 0) + 1
+        for place in traits.places:
+            for company in traits.company:
+                both[place, company] = both.get((place, company), 0) + 1
+    pairings: dict[tuple[str, str], float] = {}
+    for place in PLACES:
+        for company in COMPANY:
+            n = both.get((place, company), 0)
+            share = max(n / counts[v] if counts.get(v) else 0.0 for v in (place, company))
+            pairings[place, company] = pairings[company, place] = share
+    return pairings
 
 
 def load_situation_firsts(path: Path) -> dict[str, tuple[str, ...]]:

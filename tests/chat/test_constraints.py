@@ -38,7 +38,7 @@ from app.chat.constraints import (
     without_field,
 )
 from app.chat.fit import FitBank
-from app.chat.follow_up import in_force, situation_of, told_so_far
+from app.chat.follow_up import USUAL_TOGETHER, in_force, situation_of, told_so_far
 from app.chat.intent import Intent, IntentClassifiers, IntentKind
 from app.chat.intent_bank import build_facets, build_intents
 from app.chat.sentence_bank import build_fit_bank
@@ -54,7 +54,7 @@ from app.chat.told import (
 )
 from app.config import Settings
 from app.domain.categories import DRIVING, SHOP, Category
-from app.rag.corpus import Traits
+from app.rag.corpus import Document, Traits, load_corpus, pairings_of
 from app.rag.embedder import Embedder, load_embedder
 
 DEV = Path(__file__).resolve().parents[2] / "bench" / "data" / "facets" / "dev.jsonl"
@@ -156,6 +156,59 @@ def test_a_follow_up_keeps_the_constraints_and_a_new_place_replaces_the_old() ->
     assert in_force(switch, home, state) == {Constraint.HOME}
     back = Intent(IntentKind.BACK_TO_BASE)  # "처음 골랐던 분야로 다시", the same field or not
     assert in_force(back, Facets(), state) == set(), "going back ends them"
+
+
+def _document(doc_id: str, places: set[str], company: set[str]) -> Document:
+    traits = Traits("easy", "free", frozenset(places), frozenset(company), True)
+    return Document(doc_id, doc_id, "…", Category.PLOGGING, (), (), (), "test", traits)
+
+
+def test_how_usual_a_place_is_with_a_company_is_read_from_the_catalogue() -> None:
+    documents = [
+        _document("a", {"work"}, {"coworkers"}),
+        _document("b", {"work"}, {"coworkers"}),
+        _document("c", {"work", "moving"}, {"coworkers", "alone"}),
+        *(_document(f"m{i}", {"moving"}, {"alone"}) for i in range(8)),
+    ]
+    pairings = pairings_of(documents)
+    assert pairings["coworkers", "work"] == pairings["work", "coworkers"] == 1.0
+    # one of the coworkers' three is on the move; one of the nine on the move is theirs
+    assert pairings["coworkers", "moving"] == pytest.approx(1 / 3)
+    assert pairings["family", "home"] == 0.0, "a pair the catalogue has none of"
+    bundled = pairings_of(load_corpus(Settings().corpus_path))
+    assert bundled["coworkers", "work"] >= USUAL_TOGETHER > bundled["coworkers", "moving"]
+    assert bundled["family", "outside"] >= USUAL_TOGETHER > bundled["family", "work"]
+
+
+def test_a_place_kept_from_before_goes_where_the_company_said_now_rarely_goes() -> None:
+    """ "회사 사람들 끌어들여서 같이 …" after plogging on the way to the subway: coworkers, not
+    coworkers on the move; "밖에서" after "아이랑": outside with the family still."""
+    from app.chat.intent import Intent
+
+    pairings = {("moving", "coworkers"): 0.06, ("outside", "family"): 0.31}
+    pairings |= {(b, a): v for (a, b), v in pairings.items()}
+    more = Intent(IntentKind.MORE)
+    coworkers = Facets(constraints=frozenset({Constraint.COWORKERS}))
+    state = _state(Constraint.MOVING, Constraint.EASY)
+    assert in_force(more, coworkers, state, pairings=pairings) == {
+        Constraint.COWORKERS,
+        Constraint.EASY,
+    }, "ease goes with anything"
+    assert in_force(more, coworkers, state) == {
+        Constraint.COWORKERS,
+        Constraint.MOVING,
+        Constraint.EASY,
+    }, "without the catalogue's pairings, everything kept"
+    outside = Facets(constraints=frozenset({Constraint.OUTSIDE}))
+    family = _state(Constraint.FAMILY)
+    assert in_force(more, outside, family, pairings=pairings) == {
+        Constraint.OUTSIDE,
+        Constraint.FAMILY,
+    }
+    home = Facets(constraints=frozenset({Constraint.HOME}))
+    assert in_force(more, home, _state(Constraint.COWORKERS), pairings=pairings) == {
+        Constraint.HOME
+    }, "a pair the pairings do not hold is rare"
 
 
 @pytest.mark.parametrize(
@@ -560,6 +613,25 @@ def test_a_way_somewhere_is_on_the_move_and_the_street_is_not(message: str, movi
 )
 def test_a_homes_kitchen_is_a_home_cue_and_a_shops_is_not(message: str, home: bool) -> None:
     assert (Constraint.HOME in cued(message)) is home
+
+
+@pytest.mark.parametrize(
+    ("message", "read"),
+    [
+        # with whom, and no place said: coworkers meet at work, and outside too
+        ("회사 사람들 끌어들여서 같이 해 볼 만한 건 없을까?", {Constraint.COWORKERS}),
+        ("팀원들이랑 부담없이 가볍게 할 수 있는 걸로요", {Constraint.COWORKERS, Constraint.EASY}),
+        ("사무실에서 팀원들이랑 같이 해볼 만한 거 없나요", {Constraint.COWORKERS, Constraint.WORK}),
+        (
+            "저희 선생님들끼리 교무실에서 같이 해볼 만한 건요?",
+            {Constraint.COWORKERS, Constraint.WORK},
+        ),
+    ],
+)
+def test_coworkers_asked_for_say_no_place_unless_one_is_said(
+    embedder: Embedder, facets: FacetReaders, message: str, read: set[Constraint]
+) -> None:
+    assert _read(embedder, facets, message).constraints == read
 
 
 def test_raising_a_pet_is_no_family_and_walking_is_done_outside(
