@@ -1498,6 +1498,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
             {Constraint.MOVING: 18},
         ),  # a reason, not company
         ("애들이랑 할 건데 일하느라 바빠서", {Constraint.FAMILY: 2}),
+        ("지하철 안에서 틈틈이", {Constraint.MOVING: 3}),  # in spare moments: when, not how hard
+        ("저희 선생님들끼리 교무실에서", {Constraint.WORK: 13}),
     ],
 )
 def test_constraints_are_found_in_their_words_and_not_in_look_alikes(
