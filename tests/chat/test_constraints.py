@@ -1474,6 +1474,7 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("돈 드는 건 좀 그래", {Constraint.FREE: 8}),
         ("옆집이랑", {Constraint.NEIGHBOURS: 2}),
         ("금방 심심해지더라", {}),  # bored soon, not quick to do
+        ("보기만 하니까 금방 까먹어요", {}),  # forgotten soon, not quick to do
         ("집에 있으면 심심해", {}),  # a reason, not where
         ("집에 있으면서", {Constraint.HOME: 4}),
         ("애들이랑 놀러 갈 때", {Constraint.FAMILY: 2, Constraint.MOVING: 9}),
