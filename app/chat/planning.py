@@ -102,7 +102,7 @@ from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
-from app.chat.told import place_lived, says_a_site, says_an_office, trade_told
+from app.chat.told import already_done, place_lived, says_a_site, says_an_office, trade_told
 from app.config import ChatSettings
 from app.domain.categories import CITY, OFFICE, SALES, SHOP, SITE, Category
 from app.domain.events import Delta, Done
@@ -680,6 +680,8 @@ class Planner:
                 starter=starter,
                 classics=classics,
                 opening=opening,
+                # "이미 버스 타고 다녀요": not the bus first (a question of it is answered by it)
+                done="" if question else already_done(message),
             )
         if not question:
             return ranked, None

@@ -27,6 +27,7 @@ challenge itself and the model orders what follows (app/chat/planning.py).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -99,6 +100,7 @@ def rank(
     wanted: Collection[str] = (),
     classics: Sequence[str] = (),
     opening: bool = False,
+    done: str = "",
 ) -> Ranked:
     """``hits`` (retrieval's order) in the order to show them; ``starter``: the turn asks
     nothing of its own, so challenges to start with (easy ones) come first; ``fit``: by
@@ -110,7 +112,9 @@ def rank(
     field and nothing in it (or is base-info in the city), so the field's classic first steps
     (document ids, in their order: :func:`app.rag.corpus.classics_of`) come first;
     ``opening``: the conversation's first ask, no question, so its field's classic first steps
-    rise a little (:data:`OPENING_STARTER_LIFT`)."""
+    rise a little (:data:`OPENING_STARTER_LIFT`); ``done``: what the user says it already does
+    (:func:`app.chat.told.already_done`): a challenge whose title it says comes after every
+    other ("자전거로 출퇴근한 지 1년 된 회사원인데 …" is not offered "자전거로 출퇴근하기")."""
     ease = STARTER_EASE_WEIGHT if starter else EASE_WEIGHT
 
     place = {id(hit): float(position) for position, hit in enumerate(hits)}
@@ -155,6 +159,8 @@ def rank(
     if classics:
         classic = {doc_id: rank for rank, doc_id in enumerate(classics)}
         ordered.sort(key=lambda hit: classic.get(hit.document.id, len(classic)))
+    if done:
+        ordered.sort(key=lambda hit: _title_said(hit.document.title, done))
     if not constraints:
         return Ranked(tuple(ordered))
     meeting = [hit for hit in ordered if satisfies(hit.document.traits, constraints)]
@@ -173,6 +179,21 @@ def rank(
         return met, -steps
 
     return Ranked(tuple(sorted(ordered, key=nearness, reverse=True)), unmet=True)
+
+
+#: What ends a title's word besides its stem: a particle, or the verb's "-하기", "-기", "-며".
+_TITLE_ENDING = re.compile(r"(?:으로|로|에서|에는|에|은|는|이|가|을|를|와|과|하기|기|하며|며|고)$")
+
+
+def _title_said(title: str, clause: str) -> bool:
+    """Whether ``clause`` says ``title``: its first word's stem, and at least half of its
+    words' stems (of two syllables or more), as "자전거로 출퇴근한 지 1년" says "자전거로
+    출퇴근하기" (not "자전거 타며 줍는 바이크 플로깅")."""
+    stems = [_TITLE_ENDING.sub("", word) for word in re.findall(r"[가-힣A-Za-z0-9]+", title)]
+    stems = [stem for stem in stems if len(stem) >= 2]
+    if not stems or stems[0] not in clause:
+        return False
+    return 2 * sum(stem in clause for stem in stems) >= len(stems)
 
 
 def _local(situation: Situation, document: Document) -> bool:

@@ -16,6 +16,7 @@ import re
 from app.domain.categories import DRIVING, SHOP
 
 __all__ = [
+    "already_done",
     "place_lived",
     "says_a_driver",
     "says_a_shop",
@@ -136,3 +137,24 @@ def says_a_shop(message: str) -> bool:
     """Whether ``message`` tells that its work is a shop's ("동네에서 작은 카페를 하고
     있는데", "장사하면서 실천할 수 있는 거")."""
     return _SHOP.search(message) is not None
+
+
+#: What the user says it already does, as a clause ends ("수저 안 받기는 이미 하고 있어요",
+#: "저 이미 버스 타고 다녀요", "자전거로 출퇴근한 지 1년 된 회사원인데", "텀블러는 벌써 쓰고
+#: 있어요"): "이미" or "벌써" then a verb of doing ("이미 있는 모임" is no habit), or a verb
+#: then how long it has been done ("-ㄴ 지 2년", "-ㄴ 지 오래"). A clause is cut at a
+#: punctuation mark.
+_CLAUSE = re.compile(r"[^,.!?~ㅋㅎ]+")
+_ALREADY = re.compile(
+    r"(?<![가-힣])(?:이미|벌써)\s.*(?:하고|해|했|쓰고|써|썼|타고|다니|다녀|들고|챙기|챙겨|붙였|먹고|안\s*받)"
+    r"|[가-힣]\s*지\s*(?:[0-9]+|한|두|세|네|몇|꽤|오래|일)\s*(?:년|달|개월|주|일|됐|되)"
+)
+
+
+def already_done(message: str) -> str:
+    """The clauses of ``message`` that tell what the user already does (:data:`_ALREADY`),
+    joined; empty when none does. A challenge saying the same is no news to the user
+    (app/chat/ranking.py ``rank(done=)``)."""
+    return " ".join(
+        clause.strip() for clause in _CLAUSE.findall(message) if _ALREADY.search(clause)
+    )

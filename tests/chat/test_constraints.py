@@ -45,6 +45,7 @@ from app.chat.sentence_bank import build_fit_bank
 from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
 from app.chat.told import (
+    already_done,
     place_lived,
     says_a_shop,
     says_a_site,
@@ -1589,6 +1590,26 @@ def test_work_told_as_a_sites_is_read_so(message: str, site: bool) -> None:
 )
 def test_the_place_the_user_lives_in_is_read_in_words(message: str, place: str | None) -> None:
     assert place_lived(message) == place
+
+
+@pytest.mark.parametrize(
+    ("message", "done"),
+    [
+        (
+            "수저 안 받기는 이미 하고 있어요! 배달 횟수를 줄이는 쪽으로는",
+            "수저 안 받기는 이미 하고 있어요",
+        ),
+        ("저 이미 버스 타고 다녀요 ㅋㅋ 다른 거요", "저 이미 버스 타고 다녀요"),
+        ("장바구니 들고 다닌 지 오래됐어요. 다른 거", "장바구니 들고 다닌 지 오래됐어요"),
+        ("텀블러는 벌써 쓰고 있어요", "텀블러는 벌써 쓰고 있어요"),
+        ("이미 있는 모임에 그냥 가서 끼면 되는 거요", ""),  # something that exists, no habit
+        ("책은 집에 이미 많아요", ""),
+        ("텀블러 쓰는 거 어때?", ""),
+        ("이미지 파일 정리하는 법", ""),
+    ],
+)
+def test_what_the_user_already_does_is_read_in_words(message: str, done: str) -> None:
+    assert already_done(message) == done
 
 
 @pytest.mark.parametrize(

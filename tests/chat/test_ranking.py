@@ -12,6 +12,7 @@ from app.chat.answers import SentenceBank, find_answer, sentences_of
 from app.chat.constraints import Constraint
 from app.chat.fit import ASK_WEIGHT, WORDS_WEIGHT, FitBank, Words
 from app.chat.ranking import Ranked, Situation, across_fields, rank
+from app.chat.told import already_done
 from app.domain.categories import Category
 from app.rag.corpus import Document, Traits
 from app.rag.retriever import Hit
@@ -184,6 +185,25 @@ def test_what_the_message_leaves_aside_comes_last() -> None:
     assert _ids(rank(hits)) == ["a", "b"]
     assert _ids(rank(hits, aside=("텀블러",))) == ["b", "a"]
     assert _ids(rank(hits, aside=("러닝",))) == ["a", "b"]
+
+
+def test_what_the_user_already_does_is_not_offered_first() -> None:
+    """ "자전거로 출퇴근한 지 1년 된 회사원인데 …": not "자전거로 출퇴근하기" first, though its
+    other bicycle challenges stay where they were."""
+    hits = [
+        _hit("commute", title="자전거로 출퇴근하기"),
+        _hit("plog", title="자전거 타며 줍는 바이크 플로깅"),
+        _hit("hill", title="언덕길 출퇴근은 전기자전거로"),
+    ]
+    done = already_done("자전거로 출퇴근한 지 1년 된 회사원입니다 ㅎ 자전거 관련해서 더 있을까요")
+    assert _ids(rank(hits, done=done)) == ["plog", "hill", "commute"]
+    assert _ids(rank(hits, done=already_done("자전거 관련해서 더 있을까요"))) == [
+        "commute",
+        "plog",
+        "hill",
+    ], "nothing told as done"
+    classics = ("commute", "hill")  # what is done comes last even among the first steps
+    assert _ids(rank(hits, classics=classics, done=done)) == ["hill", "plog", "commute"]
 
 
 def test_a_plain_ask_puts_the_fields_classic_first_steps_first_in_their_order() -> None:
