@@ -769,14 +769,16 @@ async def test_coworkers_asked_after_a_walk_to_work_are_met_in_its_field(
 ) -> None:
     # The walk's "on the move" had stayed in force beside the coworkers asked for, a pair the
     # catalogue's plogging has none of: the answer left for the carbon field's site lodgings.
+    # "회사 동료들" tells an office worker besides: not a building site's crew's.
     scripted.set_scenario("ok", picks=[0, 1, 2])
     first = "출근할 때 지하철역까지 걸어가면서 쓰레기 좀 주워 볼까 해"
-    answer = await _after(http, "c3w", first, "동료들이랑 같이 할 수 있는 것도 있을까?")
+    answer = await _after(http, "c3w", first, "회사 동료들이랑 같이 할 수 있는 것도 있을까?")
     assert answer["challenges"], answer
     for item in answer["challenges"]:
         doc = CATALOGUE[item["title"]]
         assert doc.category is Category.PLOGGING, item["title"]
         assert doc.traits is not None and "coworkers" in doc.traits.company, item["title"]
+        assert doc.traits.anyone, f"a narrow persona's: {item['title']}"
     assert "이동하면서" not in answer["recommend"], answer["recommend"]
 
 

@@ -153,6 +153,9 @@ _OPENING_KIND = {
     IntentKind.ASK: "ask",
 }
 _FOLLOW_UPS = (IntentKind.ASK, IntentKind.MORE, IntentKind.AMONG)
+#: What asks for a challenge done at work, or with the people there: with an office's words,
+#: the user works in an office.
+_AT_WORK = frozenset({Constraint.WORK, Constraint.COWORKERS})
 #: How much nearer an example of a situation than any field's a first ask telling a trade in
 #: words ("꽃집을 운영하는데", "옷가게 사장인데"; a driver's is taken as a shop's) must lie to
 #: tell only that (cosines, the bundled embedder): shops' asks lay at -0.002 to 0.065
@@ -318,8 +321,9 @@ class Planner:
                 facets = replace(facets, work_type=SALES)
             elif says_a_site(turn.message):
                 facets = replace(facets, work_type=SITE)  # "공장 생산직인데 회사에서 …"
-            elif Constraint.WORK in facets.constraints and says_an_office(turn.message):
-                facets = replace(facets, work_type=OFFICE)  # "사무실에서 해 볼 만한 거"
+            elif facets.constraints & _AT_WORK and says_an_office(turn.message):
+                # "사무실에서 해 볼 만한 거", "회사 동료들이랑 같이 할 만한 거"
+                facets = replace(facets, work_type=OFFICE)
         if not facets.location and (lived := place_lived(turn.message)):
             facets = replace(facets, location=lived)  # "충청도 시골로 내려온 지 2년 됐어요"
         if not state.turns:
