@@ -90,8 +90,8 @@ _MAY_BE_AMONG = (IntentKind.MORE, IntentKind.ASK)
 _MAY_GO_ELSEWHERE = (IntentKind.MORE, IntentKind.ASK, IntentKind.ANOTHER, IntentKind.AMONG)
 #: How usual a place kept from before must be with a company the message says, or a company
 #: kept with a place it says, to stay in force (:func:`in_force`): of either's challenges in
-#: the catalogue, the larger share that are also the other's (:func:`app.rag.corpus.pairings_of`). Chosen on
-#: the fit bench's tuned splits (bench/README.md).
+#: the catalogue, the larger share that are also the other's
+#: (:func:`app.rag.corpus.pairings_of`; bench/README.md "Twenty-seventh pass" lists them).
 USUAL_TOGETHER = 0.2
 #: Follow-ups that keep the constraints in force (an ordinary question too, in the same field).
 _KEEPS_CONSTRAINTS = (IntentKind.MORE, IntentKind.AMONG, IntentKind.ANOTHER, IntentKind.ASK)
