@@ -142,11 +142,15 @@ def says_a_shop(message: str) -> bool:
 #: What the user says it already does, as a clause ends ("수저 안 받기는 이미 하고 있어요",
 #: "저 이미 버스 타고 다녀요", "자전거로 출퇴근한 지 1년 된 회사원인데", "텀블러는 벌써 쓰고
 #: 있어요"): "이미" or "벌써" then a verb of doing ("이미 있는 모임" is no habit), or a verb
-#: then how long it has been done ("-ㄴ 지 2년", "-ㄴ 지 오래"). A clause is cut at a
-#: punctuation mark.
+#: then how long it has been done ("-ㄴ 지 2년", "-ㄴ 지 오래"). The verb begins a word
+#: ("이미 해변에 쓰레기가 많아요" tells no habit). A clause is cut at a punctuation mark or a
+#: laugh ("ㅋㅋ", "ㅎㅎ"); not at a connective, as :func:`app.chat.constraints.clauses` is,
+#: which reads no message of one clause.
 _CLAUSE = re.compile(r"[^,.!?~ㅋㅎ]+")
 _ALREADY = re.compile(
-    r"(?<![가-힣])(?:이미|벌써)\s.*(?:하고|해|했|쓰고|써|썼|타고|다니|다녀|들고|챙기|챙겨|붙였|먹고|안\s*받)"
+    r"(?<![가-힣])(?:이미|벌써)\s(?:.*\s)?"
+    r"(?:하고|했|해(?:요|서|\s|$)|쓰고|썼|써(?:요|서|\s|$)|타고|다니|다녀|들고|챙기|챙겨|붙였|먹고"
+    r"|안\s*받)"
     r"|[가-힣]\s*지\s*(?:[0-9]+|한|두|세|네|몇|꽤|오래|일)\s*(?:년|달|개월|주|일|됐|되)"
 )
 

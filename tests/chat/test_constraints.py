@@ -1604,6 +1604,8 @@ def test_the_place_the_user_lives_in_is_read_in_words(message: str, place: str |
         ("텀블러는 벌써 쓰고 있어요", "텀블러는 벌써 쓰고 있어요"),
         ("이미 있는 모임에 그냥 가서 끼면 되는 거요", ""),  # something that exists, no habit
         ("책은 집에 이미 많아요", ""),
+        ("이미 해변에 쓰레기가 너무 많아요", ""),  # "해" begins no verb there
+        ("이미 해 봤어요. 다른 거", "이미 해 봤어요"),
         ("텀블러 쓰는 거 어때?", ""),
         ("이미지 파일 정리하는 법", ""),
     ],
