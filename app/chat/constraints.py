@@ -645,6 +645,15 @@ _RAISING = re.compile(
 _TOGETHER = re.compile(r"같이|함께|데리고|이?랑\s+(?:할|해|하는|놀)")
 
 
+#: The people told as the ones who do what the message is about ("우리 팀이 회의 자료를 너무
+#: 많이 뽑아서", "애들이 고기 없으면 밥을 안 먹어요"): the subject of what is told, no company
+#: asked for, unless the message asks to do it together (:data:`_TOGETHER`).
+_DOING = re.compile(
+    r"(?:우리\s*팀|팀원들?|동료들?|직원들?|부서|회사\s*사람들?|애들|아이들?|식구들?|가족들?"
+    r"|이웃들?|(?:동네|마을)\s*(?:사람|분)들?)(?:이|가)(?![가-힣])"
+)
+
+
 #: A pet, called "애" as people call theirs ("강아지 산책시키는데 … 애가 자꾸 주워먹으려고
 #: 해요"): then "애가", "애랑" is the pet, no family asked for.
 _PET = re.compile(
@@ -680,11 +689,12 @@ def cue_spans(message: str) -> list[tuple[int, int]]:
 def cued(message: str) -> dict[Constraint, int]:
     """The places, companies, ease and cost ``message`` says in words, each at where it last
     says it (not in what it says keeps the user busy: :data:`_BUSY_WITH`, nor in the child it
-    says the user raises, unless it asks to do it together: :data:`_RAISING`, nor in a pet
-    called "애": :data:`_PET`)."""
+    says the user raises or the people it tells doing something, unless it asks to do it
+    together: :data:`_RAISING`, :data:`_DOING`, nor in a pet called "애": :data:`_PET`)."""
     busy = [m.span() for m in _BUSY_WITH.finditer(message)]
     if not _TOGETHER.search(message):
         busy += [m.span() for m in _RAISING.finditer(message)]
+        busy += [m.span() for m in _DOING.finditer(message)]
     if _PET.search(message):
         busy += [m.span() for m in _PET_AS_CHILD.finditer(message)]
     found: dict[Constraint, int] = {}
