@@ -1524,6 +1524,8 @@ def test_a_place_or_company_said_in_words_is_read_where_the_vote_blurs_it(
         ("애들이랑 할 건데 일하느라 바빠서", {Constraint.FAMILY: 2}),
         ("지하철 안에서 틈틈이", {Constraint.MOVING: 3}),  # in spare moments: when, not how hard
         ("저희 선생님들끼리 교무실에서", {Constraint.WORK: 13}),
+        ("회사 근처에서 점심 먹고", {Constraint.OUTSIDE: 7}),  # out around the office
+        ("집 주변에서 할 만한 거", {Constraint.OUTSIDE: 6}),
     ],
 )
 def test_constraints_are_found_in_their_words_and_not_in_look_alikes(
