@@ -843,6 +843,28 @@ async def test_a_field_asked_for_in_so_many_words_begins_with_its_first_steps(
     assert "질문" not in answer["recommend"], answer["recommend"]
 
 
+@pytest.mark.parametrize(
+    ("session", "message", "first"),
+    [
+        ("c9f", "자취방 전기요금이 너무 많이 나와서 아끼고 싶어", "대기전력 차단하기"),
+        # a subject of its own is still what it is answered by
+        ("c9g", "에어컨 때문에 전기요금이 너무 많이 나와", "에어컨 껐다 켰다 반복하지 않기"),
+    ],
+)
+async def test_a_first_ask_for_a_field_by_its_matter_at_home_begins_with_its_first_steps(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    first: str,
+) -> None:
+    # Not plain by the vote (what it tells, the bill and the room, outweighed the ask), a
+    # bill-shocked first ask began with "에너지캐시백 신청하기".
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+    assert _titles(answer)[0] == first, _titles(answer)
+
+
 async def test_thanks_after_an_answer_recommends_nothing_new(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

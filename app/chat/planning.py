@@ -372,6 +372,14 @@ class Planner:
             facets.among and not facets.constraints and not points_at_one(turn.message)
         )
         plain = _plain(facets, intent, constraints, told)
+        # "원룸인데 전기세가 많이 나와서 줄이고 싶어": a first ask plain in all but the vote;
+        # what follows it is read as after what it said, not after a plain ask.
+        by_matter = (
+            not plain
+            and not state.turns
+            and self._by_its_matter_alone(turn.message, facets, intent, constraints, told)
+        )
+        plain = plain or by_matter
         # "에어컨 전기 아끼는 법 알려줘": plain by meaning, but it names what it is about; so
         # does "아침 식사로 할 만한 건 없어?" after a plain ask: no classic first steps for it.
         # Any ask in its own words that names its field and a subject ("고양이 키우는데 할
@@ -437,7 +445,8 @@ class Planner:
             classics = self._candidates.classics_for(
                 category, intent, state, plain=plain, names=names
             )
-        if plain:  # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
+        if plain and not by_matter:
+            # "더 쉬운 거" next: easier ones to begin with, not more that say "비건"
             topic = starter_query(category)
         # A conversation begun here, without base-info, begins in its first answer's category.
         began = category if state.base_category is None else None
@@ -836,6 +845,28 @@ class Planner:
         ("에어컨 전기 아끼는 법 알려줘", "아침 식사 비건 챌린지 추천해줘"): it reads as a plain
         ask by meaning, and is answered by what fits it, not by the field's first steps."""
         return self._subjects is not None and bool(self._subjects.named_in(message))
+
+    def _by_its_matter_alone(
+        self,
+        message: str,
+        facets: Facets,
+        intent: Intent,
+        constraints: frozenset[Constraint],
+        told: tuple[str, ...],
+    ) -> bool:
+        """Whether ``message`` asks for a field by its matter and nothing in it, at home at
+        most ("원룸인데 전기세가 생각보다 많이 나와서 좀 줄이고 싶어", "우리 집 전기 아끼는
+        방법"): a plain ask that the examples' vote misses under what it tells."""
+        return (
+            self._subjects is not None
+            and intent.kind in (IntentKind.SWITCH, IntentKind.ASK)
+            and constraints <= {Constraint.HOME}
+            and not told
+            and not facets.question
+            and not facets.among
+            and names_a_field(message)
+            and not self._subjects.beyond_constraints(message)
+        )
 
     def _field_and_nothing_in_it(self, message: str) -> bool:
         """Whether ``message`` names a field and no subject in it ("에너지 절약 챌린지",
