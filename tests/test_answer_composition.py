@@ -865,6 +865,17 @@ async def test_a_first_ask_for_a_field_by_its_matter_at_home_begins_with_its_fir
     assert _titles(answer)[0] == first, _titles(answer)
 
 
+async def test_people_told_doing_something_are_answered_by_what_they_do(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Read as family asked for, the shower was filtered out for what a family does together
+    # ("건조기 대신 햇볕과 바람에 말리기" first); read as nothing said, anyone's firsts.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    message = "우리 남편이 샤워를 너무 오래 해"
+    answer = _answer(await read_stream(http, FREE, {"sessionId": "c9h", "message": message}))
+    assert _titles(answer)[0] == "샤워 시간 5분 줄이기", _titles(answer)
+
+
 async def test_thanks_after_an_answer_recommends_nothing_new(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

@@ -75,6 +75,7 @@ __all__ = [
     "says_that_one",
     "sets_aside_the_one_shown",
     "takes_a_pet",
+    "tells_others_doing",
     "toward",
     "wanting",
     "without_field",
@@ -651,6 +652,7 @@ _TOGETHER = re.compile(r"같이|함께|데리고|이?랑\s+(?:할|해|하는|놀
 #: asked for, unless the message asks to do it together (:data:`_TOGETHER`).
 _DOING = re.compile(
     r"(?:우리\s*팀|팀원들?|동료들?|직원들?|부서|회사\s*사람들?|애들|아이들?|식구들?|가족들?"
+    r"|남편|아내|와이프|엄마|아빠|부모님|아들|(?<![가-힣])딸|손주들?|조카들?"
     r"|이웃들?|(?:동네|마을)\s*(?:사람|분)들?)(?:이|가)(?![가-힣])"
 )
 
@@ -680,6 +682,12 @@ def said_in_words(message: str, constraints: Iterable[Constraint]) -> frozenset[
     """Those of ``constraints`` that ``message`` says in words (:func:`cued`)."""
     words = cued(message)
     return frozenset(c for c in constraints if c in words)
+
+
+def tells_others_doing(message: str) -> bool:
+    """Whether ``message`` tells people doing what it is about, not asked to come along
+    (:data:`_DOING`: "우리 애들이 편식이 심해"): it says something of its own."""
+    return _DOING.search(message) is not None and not _TOGETHER.search(message)
 
 
 def cue_spans(message: str) -> list[tuple[int, int]]:

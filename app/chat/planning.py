@@ -69,6 +69,7 @@ from app.chat.constraints import (
     ordinal,
     points_at_one,
     said_in_words,
+    tells_others_doing,
     toward,
     wanting,
     without_field,
@@ -614,6 +615,8 @@ class Planner:
             return False
         if len(words_of_its_own(message)) >= SAYS_ITS_OWN:
             return False  # "장 보면 꼭 반은 썩혀서 버리게 돼요 … 음쓰가": by its meaning
+        if tells_others_doing(message):
+            return False  # "우리 애들이 편식이 심해": by its meaning, not anyone's firsts
         return reads_no_situation(facets) and not (facets.question or facets.among)
 
     async def _in_conversation(

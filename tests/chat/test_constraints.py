@@ -1235,11 +1235,13 @@ def test_a_child_the_user_raises_is_who_the_user_is_not_company_asked_for(
         ("직원들이 종이컵을 하루에 수십 개씩 써요", None),
         ("애들이 편식이 심해서 걱정이야", None),
         ("동네 사람들이 분리수거를 잘 안 해요", None),
+        ("우리 남편이 샤워를 너무 오래 해", None),
         # asked to do it together, or said as a topic rather than as who does it
         ("동료들이 같이 해 보자고 하는데 뭐가 좋을까", Constraint.COWORKERS),
         ("이웃들이랑 할 만한 거 있어?", Constraint.NEIGHBOURS),
         ("우리 애들은 채소를 안 먹어", Constraint.FAMILY),
         ("팀원들과 함께 할 수 있는 거", Constraint.COWORKERS),
+        ("엄마가 같이 해 보자고 하셔서", Constraint.FAMILY),
     ],
 )
 def test_the_people_told_doing_something_are_no_company_asked_for(
