@@ -649,11 +649,13 @@ _TOGETHER = re.compile(r"같이|함께|데리고|이?랑\s+(?:할|해|하는|놀
 
 #: The people told as the ones who do what the message is about ("우리 팀이 회의 자료를 너무
 #: 많이 뽑아서", "애들이 고기 없으면 밥을 안 먹어요"): the subject of what is told, no company
-#: asked for, unless the message asks to do it together (:data:`_TOGETHER`).
+#: asked for, unless the message asks to do it together (:data:`_TOGETHER`). Having them is
+#: who the user is, and stays ("아이가 둘 있어서", "애들이 있는 집이라").
 _DOING = re.compile(
     r"(?:우리\s*팀|팀원들?|동료들?|직원들?|부서|회사\s*사람들?|애들|아이들?|식구들?|가족들?"
     r"|남편|아내|와이프|엄마|아빠|부모님|아들|(?<![가-힣])딸|손주들?|조카들?"
     r"|이웃들?|(?:동네|마을)\s*(?:사람|분)들?)(?:이|가)(?![가-힣])"
+    r"(?!\s*(?:있|없|둘|셋|넷|하나|한\s*명|두\s*명|세\s*명|생겨|생겼|태어))"
 )
 
 

@@ -1242,6 +1242,7 @@ def test_a_child_the_user_raises_is_who_the_user_is_not_company_asked_for(
         ("우리 애들은 채소를 안 먹어", Constraint.FAMILY),
         ("팀원들과 함께 할 수 있는 거", Constraint.COWORKERS),
         ("엄마가 같이 해 보자고 하셔서", Constraint.FAMILY),
+        ("아이가 둘 있어서 주말에 할 만한 거", Constraint.FAMILY),  # having them: who one is
     ],
 )
 def test_the_people_told_doing_something_are_no_company_asked_for(
