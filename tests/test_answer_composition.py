@@ -846,34 +846,26 @@ async def test_a_field_asked_for_in_so_many_words_begins_with_its_first_steps(
 @pytest.mark.parametrize(
     ("session", "message", "first"),
     [
+        # A field asked for by its matter at home: not plain by the vote (the bill and the room
+        # outweighed the ask), it began with "에너지캐시백 신청하기".
         ("c9f", "자취방 전기요금이 너무 많이 나와서 아끼고 싶어", "대기전력 차단하기"),
-        # a subject of its own is still what it is answered by
+        # ... while a subject of its own is still what it is answered by.
         ("c9g", "에어컨 때문에 전기요금이 너무 많이 나와", "에어컨 껐다 켰다 반복하지 않기"),
+        # People told doing something: read as family asked for, the shower was filtered out
+        # for what a family does together ("건조기 대신 햇볕과 바람에 말리기" first).
+        ("c9h", "우리 남편이 샤워를 너무 오래 해", "샤워 시간 5분 줄이기"),
     ],
 )
-async def test_a_first_ask_for_a_field_by_its_matter_at_home_begins_with_its_first_steps(
+async def test_a_first_ask_begins_with_what_it_is_about(
     http: httpx.AsyncClient,
     scripted: ScriptedUpstreamThread,
     session: str,
     message: str,
     first: str,
 ) -> None:
-    # Not plain by the vote (what it tells, the bill and the room, outweighed the ask), a
-    # bill-shocked first ask began with "에너지캐시백 신청하기".
     scripted.set_scenario("ok", picks=[0, 1, 2])
     answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
     assert _titles(answer)[0] == first, _titles(answer)
-
-
-async def test_people_told_doing_something_are_answered_by_what_they_do(
-    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
-) -> None:
-    # Read as family asked for, the shower was filtered out for what a family does together
-    # ("건조기 대신 햇볕과 바람에 말리기" first); read as nothing said, anyone's firsts.
-    scripted.set_scenario("ok", picks=[0, 1, 2])
-    message = "우리 남편이 샤워를 너무 오래 해"
-    answer = _answer(await read_stream(http, FREE, {"sessionId": "c9h", "message": message}))
-    assert _titles(answer)[0] == "샤워 시간 5분 줄이기", _titles(answer)
 
 
 async def test_thanks_after_an_answer_recommends_nothing_new(

@@ -862,11 +862,8 @@ class Planner:
         방법"): a plain ask that the examples' vote misses under what it tells."""
         return (
             self._subjects is not None
-            and intent.kind in (IntentKind.SWITCH, IntentKind.ASK)
             and constraints <= {Constraint.HOME}
-            and not told
-            and not facets.question
-            and not facets.among
+            and _asks_anew(facets, intent, told)
             and names_a_field(message)
             and not self._subjects.beyond_constraints(message)
         )
@@ -1188,11 +1185,15 @@ def _plain(
     facets: Facets, intent: Intent, constraints: frozenset[Constraint], told: tuple[str, ...]
 ) -> bool:
     """Whether the turn asks for a field and nothing in it ("비건 챌린지 추천해줘", "에너지
-    절약 뭐부터 하면 돼?"): no critique, question, situation or pointer, a new or plain ask."""
+    절약 뭐부터 하면 돼?"): no critique, and :func:`_asks_anew`."""
+    return facets.plain and not constraints and _asks_anew(facets, intent, told)
+
+
+def _asks_anew(facets: Facets, intent: Intent, told: tuple[str, ...]) -> bool:
+    """Whether the turn is a new or plain ask, with no question, situation told or pointer at
+    what was shown."""
     return (
-        facets.plain
-        and intent.kind in (IntentKind.SWITCH, IntentKind.ASK)
-        and not constraints
+        intent.kind in (IntentKind.SWITCH, IntentKind.ASK)
         and not told
         and not facets.question
         and not facets.among
