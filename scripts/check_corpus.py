@@ -28,6 +28,31 @@ LOCATIONS = ["도시", "바닷가", "산", "농촌"]
 WORK_TYPES = ["사무직", "현장직", "영업직", "재택근무"]
 SHOP = "가게"  # a shop told alone (app/domain/categories.py SHOP): a firsts key, no work type
 DRIVING = "운전"  # one who drives for a living (app/domain/categories.py DRIVING): the same
+#: Who a narrow persona is, beyond a place or a work type (app/domain/categories.py PERSONAS).
+PERSONAS = [
+    "fishing",
+    "farming",
+    "garden",
+    "forestry",
+    "construction",
+    "driver",
+    "trip",
+    "shop",
+    "marketing",
+    "it",
+    "pet",
+    "watersports",
+    "climbing",
+    "smoker",
+    "parent",
+    "dishwasher",
+]
+#: A persona as a situation told is labelled: a place lived (not the city), a work, a persona.
+PERSONA_LABELS = {
+    *(f"at:{place}" for place in LOCATIONS[1:]),
+    *(f"job:{work}" for work in WORK_TYPES),
+    *(f"as:{name}" for name in PERSONAS),
+}
 FIELDS = {
     "id",
     "title",
@@ -44,6 +69,7 @@ FIELDS = {
     "company",
     "anyone",
     "starter",
+    "persona",
     # What a person for whom it is the best answer would type (app/chat/fit.py).
     "asks",
 }
@@ -147,6 +173,13 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
                 problems.append(f"{where}: duplicate {key}")
         if not isinstance(doc["anyone"], bool):
             problems.append(f"{where}: anyone must be true or false")
+        persona = doc["persona"]
+        if not isinstance(persona, list) or any(p not in PERSONA_LABELS for p in persona):
+            problems.append(f"{where}: persona must be a list of {sorted(PERSONA_LABELS)}")
+        elif len(set(persona)) != len(persona):
+            problems.append(f"{where}: duplicate persona")
+        elif bool(persona) == (doc["anyone"] is True):
+            problems.append(f"{where}: persona names who a narrow one is for (anyone: false) only")
         starter = doc["starter"]
         if starter is not None and (
             isinstance(starter, bool) or starter not in range(1, STARTERS_PER_CATEGORY + 1)

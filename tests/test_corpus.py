@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from app.config import Settings
+from app.domain.categories import PERSONAS
 from app.rag.corpus import SITUATION_FIRSTS, load_corpus, load_situation_firsts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +42,28 @@ def _check_edited(tmp_path: Path, old: str, new: str) -> subprocess.CompletedPro
 def test_the_checker_refuses_a_trait_outside_the_vocabulary(tmp_path: Path) -> None:
     done = _check_edited(tmp_path, '"effort": "easy"', '"effort": "trivial"')
     assert done.returncode == 1 and "effort must be one of" in done.stderr
+
+
+def test_every_narrow_persona_says_who_it_is_for(tmp_path: Path) -> None:
+    """A challenge written for a narrow persona names who (``persona``, as a situation told is
+    labelled), and one anyone can do names no one; the checker refuses either wrong, and an
+    unknown persona, and it knows the app's vocabulary."""
+    documents = load_corpus(Settings().corpus_path)
+    for document in documents:
+        assert document.traits is not None
+        assert bool(document.traits.persona) != document.traits.anyone, document.id
+    labels = {label.partition(":")[2] for d in documents for label in d.traits.persona}  # type: ignore[union-attr]
+    assert {"fishing", "farming", "shop", "바닷가", "현장직"} <= labels
+    for old, new, said in (
+        ('"anyone": false, "persona": ["as:fishing"]', '"anyone": false, "persona": []', "narrow"),
+        ('"anyone": true, "persona": []', '"anyone": true, "persona": ["as:pet"]', "narrow"),
+        ('"persona": ["as:fishing"]', '"persona": ["as:sailor"]', "persona must be"),
+        ('"persona": ["as:fishing"]', '"persona": ["at:도시"]', "persona must be"),
+    ):
+        done = _check_edited(tmp_path, old, new)
+        assert done.returncode == 1 and said in done.stderr, (new, done.stderr)
+    checker = (ROOT / "scripts" / "check_corpus.py").read_text(encoding="utf-8")
+    assert all(f'"{name}"' in checker for name in PERSONAS), "the checker's list is the app's"
 
 
 def test_the_checker_wants_each_categorys_classic_first_steps_ranked_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ a new place or company replaces the old one of its kind ("집에서" after "밖�
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -514,22 +514,30 @@ def _known(values: tuple[str, ...]) -> Iterator[Constraint]:
             continue
 
 
-def told_so_far(facets: Facets, state: SessionState) -> tuple[str, ...]:
-    """The situation told in words so far: this message's replaces what was told before."""
-    told = {label.partition(":")[0]: label for label in state.told}
+def told_so_far(
+    facets: Facets, state: SessionState, personas: Collection[str] = ()
+) -> tuple[str, ...]:
+    """The situation told in words so far: this message's place and work replace what was told
+    before; the ``personas`` it tells ("as:pet": app/chat/told.py ``personas_told``) join
+    those told before (one may keep a dog and farm)."""
+    told = {label.partition(":")[0]: label for label in state.told if not _a_persona(label)}
     if facets.location:
         told["at"] = f"at:{facets.location}"
     if facets.work_type:
         told["job"] = f"job:{facets.work_type}"
-    return tuple(sorted(told.values()))
+    return tuple(sorted({*told.values(), *filter(_a_persona, state.told), *personas}))
+
+
+def _a_persona(label: str) -> bool:
+    return label.startswith("as:")
 
 
 def situation_of(state: SessionState, told: tuple[str, ...]) -> Situation:
     """What is known of the user's situation: base-info's, else what was told in words."""
     if state.location and state.work_type:
         return Situation(state.location, state.work_type, given=True)
-    said = dict(label.split(":", 1) for label in told)
-    return Situation(said.get("at"), said.get("job"))
+    said = dict(label.split(":", 1) for label in told if not _a_persona(label))
+    return Situation(said.get("at"), said.get("job"), personas=frozenset(filter(_a_persona, told)))
 
 
 class Readings(Protocol):

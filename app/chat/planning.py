@@ -103,7 +103,14 @@ from app.chat.recommend import Opening, compose_recommend
 from app.chat.sessions import SessionState, SessionStore, Turn
 from app.chat.subjects import Subjects, names_a_field, words_of_its_own
 from app.chat.suggestions import suggest
-from app.chat.told import already_done, place_lived, says_a_site, says_an_office, trade_told
+from app.chat.told import (
+    already_done,
+    personas_told,
+    place_lived,
+    says_a_site,
+    says_an_office,
+    trade_told,
+)
 from app.config import ChatSettings
 from app.domain.categories import CITY, OFFICE, SALES, SHOP, SITE, Category
 from app.domain.events import Delta, Done
@@ -335,7 +342,7 @@ class Planner:
         constraints = in_force(
             intent, facets, state, afresh=moves_on(turn.message), pairings=self._pairings
         )
-        told = told_so_far(facets, state)
+        told = told_so_far(facets, state, personas_told(turn.message))
         situation = situation_of(state, told)
         situated = (
             None

@@ -81,6 +81,14 @@ class Situation:
     location: str | None = None
     work_type: str | None = None
     given: bool = False  # base-info's
+    personas: frozenset[str] = frozenset()  # told in words: "as:fishing" (app/chat/told.py)
+
+    @property
+    def labels(self) -> frozenset[str]:
+        """What is known, labelled as the catalogue names a narrow challenge's persona."""
+        place = () if self.location is None else (f"at:{self.location}",)
+        work = () if self.work_type is None else (f"job:{self.work_type}",)
+        return frozenset({*place, *work, *self.personas})
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,21 +225,16 @@ def _persona_unlike(situation: Situation, document: Document) -> bool:
 
 
 def _persona_known(situation: Situation, document: Document) -> bool:
-    """Whether the user is known to be where a narrow persona's challenge is written for:
-    base-info's scope holds only challenges tagged for its situation; told in words, the place
-    must be told and be the challenge's, unless it is the city, where most challenges are
-    written for someone (a commuter who says "강남까지 차로 출퇴근" is no site worker: "먼 현장은
-    근처에 숙소 잡기"): there, as with no place told, its job. A job alone is not enough for a
-    place's persona:
-    "현장에서 일하는데" is not a fishing boat ("조업 도시락", written for a seaside field
-    worker); it is for a job's in the city ("외근길 틈새 플로깅" for "영업하느라 출장이 많아")."""
+    """Whether the user is known to be who a narrow persona's challenge is written for:
+    base-info's scope holds only challenges tagged for its situation; told in words, one of
+    the personas the catalogue names for it (its ``persona``: a place lived, a work, a trade,
+    a pastime, a household) must be told. A job alone is not a place's persona: "현장에서
+    일하는데" is no fishing boat ("조업 도시락", "as:fishing"); "영업하느라 출장이 많아" is
+    "외근길 틈새 플로깅"'s ("job:영업직", "as:trip")."""
     if situation.given:
         return True
-    place = situation.location
-    if place and place != CITY:
-        return place in document.locations
-    work = situation.work_type
-    return bool(work) and work in document.work_types and CITY in document.locations
+    traits = document.traits
+    return traits is not None and not traits.persona.isdisjoint(situation.labels)
 
 
 def across_fields(

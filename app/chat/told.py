@@ -17,6 +17,7 @@ from app.domain.categories import DRIVING, SHOP
 
 __all__ = [
     "already_done",
+    "personas_told",
     "place_lived",
     "says_a_driver",
     "says_a_shop",
@@ -137,6 +138,62 @@ def says_a_shop(message: str) -> bool:
     """Whether ``message`` tells that its work is a shop's ("동네에서 작은 카페를 하고
     있는데", "장사하면서 실천할 수 있는 거")."""
     return _SHOP.search(message) is not None
+
+
+#: Who the user is beyond a place or a work, told in words, as the catalogue marks a narrow
+#: persona's challenge (app/domain/categories.py ``PERSONAS``): a trade ("배 타는 일을 해요",
+#: "사과 농사 짓고 있습니다", "인테리어 현장 다녀요"), a pastime ("주말마다 서핑해요"), a
+#: household ("강아지 키워서", "애들 등하교 시키고"). The words are the trade's or the thing's
+#: own, not a visit ("농장 체험 갔는데" says farming: a first step, not a filter).
+_PERSONAS = {
+    "fishing": re.compile(
+        r"어선|조업|어부|어민|선장|선원|뱃일|해녀|어업|어촌계|양식장|그물|고기\s*(?:를\s*)?잡"
+        r"|배\s*(?:를\s*)?(?:타는|타고\s*(?:일|나가|조업)|타면서|타요|탑니다)"
+    ),
+    "farming": re.compile(
+        r"농사|농부|농민|농장|농가|농업|영농|귀농|과수원?|비닐\s*하우스|하우스\s*(?:농사|재배)"
+        r"|밭일|논일|[논밭]\s*(?:농사|일)|작물|축산|목장|새참|트랙터|경운기"
+    ),
+    "garden": re.compile(r"텃밭|마당|정원|화단|주말\s*농장"),
+    "forestry": re.compile(r"숲\s*가꾸기|산림|벌목|임업|간벌|표고|버섯\s*(?:농사|재배)"),
+    "construction": re.compile(
+        r"건설|공사\s*현장|시공|인테리어\s*(?:일|현장|업|공사)|목수|철근|미장|배관공|용접"
+        r"|전기\s*(?:기사|공사)|현장\s*(?:소장|반장)|노가다|자재"
+    ),
+    "driver": re.compile(_DRIVER.pattern + r"|트럭|화물차|용달|적재함"),
+    "trip": re.compile(r"출장|외근|파견"),
+    "shop": _SHOP,
+    "marketing": re.compile(
+        r"마케팅|마케터|홍보\s*(?:팀|담당|일)|판촉|전시회|박람회|부스|세미나|컨퍼런스|뉴스레터"
+        r"|행사\s*(?:를\s*)?(?:준비|기획|담당|열)"
+    ),
+    "it": re.compile(
+        r"개발자|개발팀|프로그래머|서버|클라우드|(?<![A-Za-z])IT(?![A-Za-z])|전산|인프라"
+        r"|홈페이지|웹\s*사이트"
+    ),
+    "pet": re.compile(
+        r"강아지|반려견|반려\s*동물|댕댕이|멍멍이|견주|개\s*(?:를\s*)?(?:키우|산책)"
+        # a dog told by its breed ("말티즈 한 마리 키워요")
+        r"|말티즈|푸들|포메|비숑|시츄|진돗개|리트리버|웰시\s*코기|치와와|닥스훈트|시바견"
+    ),
+    "watersports": re.compile(
+        r"카약|SUP|서핑|서퍼|다이빙|스쿠버|스노클링|패들\s*보드|웻\s*슈트|요트|수상\s*스포츠"
+    ),
+    "climbing": re.compile(r"등산|클라이밍|암벽|산악회"),
+    "smoker": re.compile(r"흡연|담배\s*(?:를\s*)?(?:피|펴|태우|끊)"),
+    "parent": re.compile(
+        r"(?<![가-힣])(?:아이|애|애들|아이들|자녀|아들|딸|애기|아기)"
+        r"(?:가|를|랑|이랑|와|하고|들|는|도|한테|이|이가|이는|을|이를|둘|셋|\s)"
+        r"|육아|등하교|등굣길|유치원|어린이집|학부모"
+    ),
+    "dishwasher": re.compile(r"식기\s*세척기|식세기"),
+}
+
+
+def personas_told(message: str) -> frozenset[str]:
+    """The personas ``message`` tells in words (:data:`_PERSONAS`), labelled as the catalogue
+    names them ("as:fishing")."""
+    return frozenset(f"as:{name}" for name, said in _PERSONAS.items() if said.search(message))
 
 
 #: What the user says it already does, as a clause ends ("수저 안 받기는 이미 하고 있어요",

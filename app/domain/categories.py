@@ -13,6 +13,7 @@ __all__ = [
     "CITY",
     "LOCATIONS",
     "OFFICE",
+    "PERSONAS",
     "WORK_TYPES",
     "Category",
     "normalize_choice",
@@ -56,6 +57,31 @@ SHOP = "가게"
 #: 10년째", "택배 기사인데", "하루 종일 차 안에 있는 사람"): the catalogue tags no such work.
 DRIVING = "운전"
 WORK_TYPES: frozenset[str] = frozenset({OFFICE, SITE, SALES, "재택근무"})
+#: Who a challenge written for a narrow persona is for, beyond a place lived or a work type:
+#: a trade ("fishing": a boat's crew; "construction": a building site's; "trip": one who
+#: travels for work), a pastime ("watersports", "climbing"), a household ("pet", "parent",
+#: "garden", "dishwasher"). The catalogue's ``persona`` names them as "as:<name>"; a message
+#: tells them in words (app/chat/told.py ``personas_told``).
+PERSONAS: frozenset[str] = frozenset(
+    {
+        "fishing",
+        "farming",
+        "garden",
+        "forestry",
+        "construction",
+        "driver",
+        "trip",
+        "shop",
+        "marketing",
+        "it",
+        "pet",
+        "watersports",
+        "climbing",
+        "smoker",
+        "parent",
+        "dishwasher",
+    }
+)
 
 
 def _key(text: str) -> str:

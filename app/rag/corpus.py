@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.domain.categories import Category
+from app.domain.categories import CITY, LOCATIONS, PERSONAS, WORK_TYPES, Category
 
 __all__ = [
     "COMPANY",
@@ -29,6 +29,7 @@ __all__ = [
     "load_corpus",
     "load_situation_firsts",
     "pairings_of",
+    "persona_label",
 ]
 
 #: The file beside a corpus naming, for a situation told alone ("at:바닷가", "job:현장직",
@@ -49,7 +50,9 @@ class Traits:
     """How easy a challenge is, what it costs, where it is done, with whom, whether anyone
     can do it as written (False: written for one narrow persona, a fishing boat, a farm), and
     its place among its field's classic first steps (``starter``: 1 first; None for the rest),
-    what a plain ask for the field ("비건 챌린지 추천해줘") is answered with."""
+    what a plain ask for the field ("비건 챌린지 추천해줘") is answered with. ``persona``: for
+    a narrow one, who it is written for, as the situation told is labelled (any one of them
+    known makes it the user's: :func:`persona_label`)."""
 
     effort: str
     cost: str
@@ -57,6 +60,7 @@ class Traits:
     company: frozenset[str]
     anyone: bool
     starter: int | None = None
+    persona: frozenset[str] = frozenset()
 
     @classmethod
     def read(cls, raw: Mapping[str, Any]) -> Traits | None:
@@ -71,6 +75,7 @@ class Traits:
             company=frozenset(map(str, raw["company"])),
             anyone=bool(raw["anyone"]),
             starter=raw.get("starter"),
+            persona=frozenset(map(str, raw.get("persona") or ())),
         )
         if traits.starter is not None and (
             isinstance(traits.starter, bool)
@@ -85,6 +90,7 @@ class Traits:
             or not traits.places <= set(PLACES)
             or not traits.company
             or not traits.company <= set(COMPANY)
+            or not all(map(persona_label, traits.persona))
         ):
             raise ValueError(f"traits outside the vocabulary: {traits}")
         return traits
@@ -97,7 +103,17 @@ class Traits:
             "company": sorted(self.company, key=COMPANY.index),
             "anyone": self.anyone,
             "starter": self.starter,
+            "persona": sorted(self.persona),
         }
+
+
+def persona_label(label: str) -> bool:
+    """Whether ``label`` names a persona as a situation told is labelled: a place lived other
+    than the city ("at:바닷가"), a work type ("job:현장직"), or one of
+    :data:`app.domain.categories.PERSONAS` ("as:fishing")."""
+    kind, _, value = label.partition(":")
+    allowed = {"at": LOCATIONS - {CITY}, "job": WORK_TYPES, "as": PERSONAS}.get(kind, ())
+    return value in allowed
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,6 +46,7 @@ from app.chat.sessions import SessionState, Turn
 from app.chat.suggestions import ANOTHER_FIELD, CRITIQUES
 from app.chat.told import (
     already_done,
+    personas_told,
     place_lived,
     says_a_shop,
     says_a_site,
@@ -54,7 +55,7 @@ from app.chat.told import (
     trade_told,
 )
 from app.config import Settings
-from app.domain.categories import DRIVING, SHOP, Category
+from app.domain.categories import DRIVING, PERSONAS, SHOP, Category
 from app.rag.corpus import Document, Traits, load_corpus, pairings_of
 from app.rag.embedder import Embedder, load_embedder
 
@@ -1600,6 +1601,62 @@ def test_work_told_as_a_shops_is_read_so(message: str, shop: bool) -> None:
 )
 def test_work_told_as_a_sites_is_read_so(message: str, site: bool) -> None:
     assert says_a_site(message) is site
+
+
+#: A message telling who the user is beyond a place or a work, and the personas read from it.
+PERSONAS_TOLD = [
+    ("섬에서 아버지랑 같이 배 타는 30대입니다", {"as:fishing"}),
+    ("고기 잡으면서 할 수 있는 환경 보호", {"as:fishing"}),
+    ("경북에서 사과 농사 짓고 있습니다", {"as:farming"}),
+    ("비닐하우스에서 딸기 키워요", {"as:farming"}),
+    ("주말마다 텃밭 가꾸는 재미로 살아요", {"as:garden"}),
+    ("인테리어 현장 다니면서 자재 남는 게 아까워요", {"as:construction"}),
+    ("영업이라 출장이 잦아요", {"as:trip"}),
+    ("작은 카페를 하고 있는데", {"as:shop"}),
+    ("스타트업 개발자인데요 서버비가 늘어요", {"as:it"}),
+    ("말티즈 한 마리 키워요", {"as:pet"}),
+    ("강아지 산책시키는데 쓰레기가 많아요", {"as:pet"}),
+    ("주말마다 서핑하러 가요", {"as:watersports"}),
+    ("애들 등하교 시키고 출근해요", {"as:parent"}),
+    ("아이가 둘이라 빨래가 많아요", {"as:parent"}),
+    ("집에 식세기 있어요", {"as:dishwasher"}),
+    ("산림 일 하는데 벌목 현장 정리가 늘 고민", {"as:forestry"}),
+    ("1톤 트럭 몰고 배송 다녀요", {"as:driver"}),
+    ("회사에서 행사 기획을 맡았어요", {"as:marketing"}),
+    ("주말엔 클라이밍 다녀요", {"as:climbing"}),
+    ("담배 피우는데 꽁초 버릴 데가 없어요", {"as:smoker"}),
+    # none: no trade, no pet, no child told
+    ("아이디어 좀 주세요", set()),
+    ("딸기 라떼 마실 때 빨대 안 쓰고 싶어", set()),
+    ("배가 고파서 배달 시켰는데 용기가 너무 많아", set()),
+    ("바닷가 놀러 갔는데 쓰레기가 많더라", set()),
+    ("고양이 키우는데 할 만한 거", set()),
+]
+
+
+@pytest.mark.parametrize(("message", "personas"), PERSONAS_TOLD)
+def test_who_the_user_is_beyond_a_place_or_a_work_is_read_in_words(
+    message: str, personas: set[str]
+) -> None:
+    assert personas_told(message) == personas
+
+
+def test_every_persona_the_catalogue_names_is_read() -> None:
+    read = {
+        label.removeprefix("as:")
+        for message, _ in PERSONAS_TOLD
+        for label in personas_told(message)
+    }
+    assert read == PERSONAS
+
+
+def test_personas_told_join_those_told_before() -> None:
+    told = told_so_far(Facets(location="바닷가"), _state(), {"as:pet"})
+    told = told_so_far(Facets(location="농촌"), _state(told=told), {"as:farming"})
+    assert told == ("as:farming", "as:pet", "at:농촌")
+    situation = situation_of(_state(told=told), told)
+    assert situation.personas == {"as:farming", "as:pet"} and situation.location == "농촌"
+    assert "job:현장직" not in situation.labels and "at:농촌" in situation.labels
 
 
 @pytest.mark.parametrize(

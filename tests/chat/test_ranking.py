@@ -31,8 +31,11 @@ def _hit(
     title: str = "",
     starter: int | None = None,
     category: Category = Category.ZERO_WASTE,
+    persona: tuple[str, ...] = (),
 ) -> Hit:
-    traits = Traits(effort, cost, frozenset(places), frozenset({"alone"}), anyone, starter)
+    traits = Traits(
+        effort, cost, frozenset(places), frozenset({"alone"}), anyone, starter, frozenset(persona)
+    )
     document = Document(
         doc_id,
         title or f"챌린지 {doc_id}",
@@ -63,7 +66,7 @@ def test_a_subject_spanning_fields_is_answered_from_every_field_its_search_puts_
         _hit("up-1", category=up),
         _hit("up-shown", category=up),
         _hit("up-paid", category=up, cost="some"),
-        _hit("up-boat", category=up, anyone=False, locations=("바닷가",)),
+        _hit("up-boat", category=up, anyone=False, locations=("바닷가",), persona=("at:바닷가",)),
         _hit("zw-2"),
         _hit("up-far", category=up),
     ]
@@ -93,27 +96,34 @@ def test_when_none_satisfies_them_the_nearest_come_first_and_it_is_said() -> Non
 
 
 def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
-    hits = [_hit("boat", anyone=False), _hit("b"), _hit("c")]
+    hits = [_hit("boat", anyone=False, persona=("as:fishing",)), _hit("b"), _hit("c")]
     assert _ids(rank(hits))[0] == "b"
     known = Situation("바닷가", "현장직", given=True)
     assert _ids(rank(hits, situation=known))[0] == "boat"
-    boat = _hit("boat", anyone=False, locations=("바닷가",))
+    boat = _hit("boat", anyone=False, locations=("바닷가",), persona=("as:fishing", "at:바닷가"))
     hits = [boat, _hit("b"), _hit("c")]
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b", "a job alone"
     assert _ids(rank(hits, situation=Situation("바닷가")))[0] == "boat", "its place told"
+    told = Situation(personas=frozenset({"as:fishing"}))
+    assert _ids(rank(hits, situation=told))[0] == "boat", "its trade told"
+    assert _ids(rank(hits, situation=Situation(personas=frozenset({"as:pet"}))))[0] == "b"
     # The job it shares lifts it no nearer: a building-site worker is not on a boat.
-    boat = _hit("boat", effort="easy", anyone=False, locations=("바닷가",), work_types=("현장직",))
+    boat = _hit(
+        "boat", effort="easy", anyone=False, work_types=("현장직",), persona=("as:fishing",)
+    )
     hits = [boat, _hit("b"), _hit("c")]
     assert _ids(rank(hits, situation=Situation(work_type="현장직")))[0] == "b"
+    assert _ids(rank(hits, situation=Situation("바닷가", "현장직")))[0] == "b", "nor the sea"
 
 
-def test_a_jobs_persona_in_the_city_is_known_by_its_job_told() -> None:
+def test_a_jobs_persona_is_known_by_its_job_told() -> None:
     # "외근길 틈새 플로깅": written for someone who goes out to clients; for "영업하느라 출장이
     # 많아" it keeps its place, for a user who told nothing it waits.
-    rounds = _hit("rounds", anyone=False, locations=("도시",), work_types=("영업직",))
+    rounds = _hit("rounds", anyone=False, work_types=("영업직",), persona=("job:영업직", "as:trip"))
     hits = [rounds, _hit("b"), _hit("c")]
     assert _ids(rank(hits))[0] == "b"
     assert _ids(rank(hits, situation=Situation(work_type="영업직")))[0] == "rounds"
+    assert _ids(rank(hits, situation=Situation(personas=frozenset({"as:trip"}))))[0] == "rounds"
     assert _ids(rank(hits, situation=Situation(work_type="사무직")))[-1] == "rounds"
 
 
@@ -126,18 +136,6 @@ def test_a_title_saying_what_is_left_aside_comes_last_unless_it_says_what_is_wan
     assert _ids(rank(hits, aside=("두부",), wanted={"both"})) == ["both", "c", "tofu"]
 
 
-def test_the_city_told_does_not_make_a_citys_narrow_persona_known() -> None:
-    # A commuter who says "강남까지 차로 출퇴근": the city is where most challenges are written
-    # for someone, so a site worker's "먼 현장은 근처에 숙소 잡기" still waits; the job told
-    # with it, or a place other than the city, makes it known.
-    site = _hit("site", anyone=False, locations=("도시",), work_types=("현장직",))
-    hits = [site, _hit("b"), _hit("c")]
-    assert _ids(rank(hits, situation=Situation("도시")))[0] == "b"
-    assert _ids(rank(hits, situation=Situation("도시", "현장직")))[0] == "site"
-    sea = _hit("sea", anyone=False, locations=("바닷가",), work_types=("현장직",))
-    assert _ids(rank([sea, _hit("b"), _hit("c")], situation=Situation("바닷가")))[0] == "sea"
-
-
 def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fits() -> None:
     # An office worker told in words: a shop's door ("문 열고 냉방하지 않기") after the rest,
     # however well it fits what was said.
@@ -147,7 +145,9 @@ def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fi
     assert _ids(rank(hits, fit=fit))[0] == "shop", "no work told"
     assert _ids(rank(hits, fit=fit, situation=Situation(work_type="사무직")))[-1] == "shop"
     # Its place told is its place: another work does not set it back.
-    sea = _hit("sea", anyone=False, locations=("바닷가",), work_types=("현장직",))
+    sea = _hit(
+        "sea", anyone=False, locations=("바닷가",), work_types=("현장직",), persona=("at:바닷가",)
+    )
     told = Situation("바닷가", "영업직")
     assert _ids(rank([sea, _hit("b"), _hit("c")], situation=told))[0] == "sea"
 
