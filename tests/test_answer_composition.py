@@ -868,6 +868,21 @@ async def test_a_first_ask_begins_with_what_it_is_about(
     assert _titles(answer)[0] == first, _titles(answer)
 
 
+async def test_a_narrow_persona_opens_only_for_the_one_it_is_written_for(
+    http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
+) -> None:
+    # Butts on the street, told by a passer-by: "휴대용 재떨이 챙기기" (a smoker's) had come
+    # first. One who says they work on a boat is that boat's crew: its lunch comes first.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    message = {"sessionId": "c9i", "message": "담배꽁초가 길에 너무 많아"}
+    answer = _answer(await read_stream(http, FREE, message))
+    first = CATALOGUE[_titles(answer)[0]]
+    assert first.traits is not None and first.traits.anyone, _titles(answer)
+    message = {"sessionId": "c9j", "message": "배 타는 일을 하는데 고기 줄이고 싶어"}
+    answer = _answer(await read_stream(http, FREE, message))
+    assert _titles(answer)[0] == "조업 도시락에 채식 반찬 한 칸", _titles(answer)
+
+
 async def test_thanks_after_an_answer_recommends_nothing_new(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

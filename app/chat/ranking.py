@@ -36,7 +36,14 @@ from app.domain.categories import CITY
 from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
-__all__ = ["ACROSS_TOP", "ACROSS_TOP_ASKED", "Ranked", "Situation", "across_fields", "rank"]
+__all__ = [
+    "ACROSS_TOP",
+    "ACROSS_TOP_ASKED",
+    "Ranked",
+    "Situation",
+    "across_fields",
+    "rank",
+]
 
 #: How many of the message's nearest challenges of every field may join a field's answer
 #: (:func:`across_fields`).
@@ -44,11 +51,14 @@ ACROSS_TOP = 5
 #: For a question, only the message's own nearest: the others near its words are seldom what it
 #: asks ("식기세척기 쓰면 물이 덜 드는 거 맞아요?" is no phone case's).
 ACROSS_TOP_ASKED = 1
-#: How many places a narrow persona's challenge falls behind in retrieval's order unless the
-#: user's place is known to be its place (:func:`_persona_known`), and how many a challenge
+#: How many places a narrow persona's challenge falls behind in retrieval's order unless its
+#: persona is known (:func:`_persona_known`), and how many a challenge
 #: tagged for the situation told in words rises (per tag).
 NARROW_PENALTY = 4.0
 TOLD_BONUS = 2.5
+#: How many places after a first written for a narrow persona the user is not known to be a
+#: challenge the user can do is taken first from (:func:`_theirs_first`).
+OPENS_WITHIN = 3
 #: How many places a narrow persona's challenge falls when the work or place told in words is
 #: not its own (:func:`_persona_unlike`): behind whatever fits (30; at 12 an office worker's
 #: "사무실에서 … 몇 가지만 더" still began with a shop's door, on the fit bench's dev2 split).
@@ -85,10 +95,17 @@ class Situation:
 
     @property
     def labels(self) -> frozenset[str]:
-        """What is known, labelled as the catalogue names a narrow challenge's persona."""
+        """What is known, labelled as the catalogue names a narrow challenge's persona; a trade
+        tied to a place tells it (one who farms lives in the country: "농사짓는 마을 어르신들이랑"
+        is a village's)."""
         place = () if self.location is None else (f"at:{self.location}",)
         work = () if self.work_type is None else (f"job:{self.work_type}",)
-        return frozenset({*place, *work, *self.personas})
+        lived = () if place else tuple(_LIVED_BY.get(told, "") for told in self.personas)
+        return frozenset({*place, *work, *self.personas, *filter(None, lived)})
+
+
+#: The place a trade told in words is carried on in, where no place is told.
+_LIVED_BY = {"as:farming": "at:농촌", "as:fishing": "at:바닷가", "as:forestry": "at:산"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +174,8 @@ def rank(
                 value += TOLD_BONUS
         return value
 
-    ordered = sorted(hits, key=score, reverse=True)  # stable: ties keep retrieval's order
+    # stable: ties keep retrieval's order
+    ordered = _theirs_first(sorted(hits, key=score, reverse=True), situation)
     if aside:
         ordered.sort(
             key=lambda hit: (
@@ -222,6 +240,26 @@ def _persona_unlike(situation: Situation, document: Document) -> bool:
     if place:
         return place not in document.locations
     return bool(work) and work not in document.work_types
+
+
+def _theirs_first(ordered: list[Hit], situation: Situation) -> list[Hit]:
+    """``ordered`` with a challenge the user can do first, when its first is written for a
+    narrow persona the user is not known to be and one the user can do lies within
+    :data:`OPENS_WITHIN` places after it ("고기 줄이고 채소 위주로": no fishing boat's lunch
+    first, however near its words lie)."""
+    if not ordered or _theirs(situation, ordered[0].document):
+        return ordered
+    after = ordered[1 : 1 + OPENS_WITHIN]
+    mine = next((hit for hit in after if _theirs(situation, hit.document)), None)
+    if mine is None:
+        return ordered
+    return [mine, *(hit for hit in ordered if hit is not mine)]
+
+
+def _theirs(situation: Situation, document: Document) -> bool:
+    """Whether the user can do the challenge as written: anyone can, or its persona is known."""
+    traits = document.traits
+    return traits is None or traits.anyone or _persona_known(situation, document)
 
 
 def _persona_known(situation: Situation, document: Document) -> bool:

@@ -116,6 +116,32 @@ def test_a_narrow_persona_waits_unless_the_situation_is_known() -> None:
     assert _ids(rank(hits, situation=Situation("바닷가", "현장직")))[0] == "b", "nor the sea"
 
 
+def test_a_narrow_persona_never_opens_while_one_the_user_can_do_lies_near() -> None:
+    """However well it fits ("고기 줄이고 채소 위주로" and "조업 도시락에 채식 반찬 한 칸"), a
+    challenge for someone the user is not known to be is not first while one the user can do
+    lies within three places after it; it is when none does, or when its persona is told."""
+    boat = _hit("boat", effort="easy", anyone=False, persona=("as:fishing",))
+    fit = {"boat": 0.95, "b": 0.80, "c": 0.79}
+    hits = [boat, _hit("b"), _hit("c")]
+    assert _ids(rank(hits, fit=fit)) == ["b", "boat", "c"]
+    told = Situation(personas=frozenset({"as:fishing"}))
+    assert _ids(rank(hits, fit=fit, situation=told))[0] == "boat"
+    farms = [_hit(f"farm{n}", anyone=False, persona=("as:farming",)) for n in range(3)]
+    near = {"boat": 0.95, "farm0": 0.94, "farm1": 0.93, "farm2": 0.92, "far": 0.5}
+    ranked = rank([boat, *farms, _hit("far")], fit=near)
+    assert _ids(ranked)[0] == "boat", "none within three places"
+
+
+def test_a_trade_told_tells_the_place_it_is_carried_on_in() -> None:
+    # "농사짓는 마을 어르신들이랑": a village's challenge is the farmer's.
+    village = _hit("village", anyone=False, persona=("at:농촌",))
+    hits = [village, _hit("b"), _hit("c")]
+    assert _ids(rank(hits))[0] == "b"
+    farmer = Situation(personas=frozenset({"as:farming"}))
+    assert _ids(rank(hits, situation=farmer))[0] == "village"
+    assert "at:농촌" not in Situation("도시", personas=frozenset({"as:farming"})).labels
+
+
 def test_a_jobs_persona_is_known_by_its_job_told() -> None:
     # "외근길 틈새 플로깅": written for someone who goes out to clients; for "영업하느라 출장이
     # 많아" it keeps its place, for a user who told nothing it waits.
@@ -142,7 +168,7 @@ def test_a_narrow_persona_of_another_work_than_the_one_told_falls_behind_what_fi
     shop = _hit("shop", effort="easy", anyone=False, work_types=("영업직",))
     hits = [shop, _hit("b"), _hit("c")]
     fit = {"shop": 0.90, "b": 0.85, "c": 0.84}
-    assert _ids(rank(hits, fit=fit))[0] == "shop", "no work told"
+    assert _ids(rank(hits, fit=fit)) == ["b", "shop", "c"], "no work told: second"
     assert _ids(rank(hits, fit=fit, situation=Situation(work_type="사무직")))[-1] == "shop"
     # Its place told is its place: another work does not set it back.
     sea = _hit(
