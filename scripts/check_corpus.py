@@ -203,15 +203,23 @@ def check(path: Path) -> tuple[list[str], list[dict]]:
 
 def check_firsts(path: Path, docs: list[dict]) -> list[str]:
     """The situation firsts beside the corpus: every location, work type and company keyed,
-    and a shop, 3-8 distinct ids each, every one a document that fits its situation and is not
+    and a shop, and any of the personas (a persona's own challenge first), 3-8 distinct ids
+    each, every one a document that fits its situation and is not
     hard (a shop's: not hard; the catalogue's work types tag a shop's everyday ones as any
     work's, "분리배출 네 가지 원칙 지키기")."""
     try:
         firsts = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return [f"{path}: {exc}"]
-    if not isinstance(firsts, dict) or sorted(firsts) != sorted(FIRSTS_KEYS):
-        return [f"{path}: want exactly the keys {FIRSTS_KEYS}"]
+    personas = (
+        {key for key in firsts if key.startswith("as:")} if isinstance(firsts, dict) else set()
+    )
+    if (
+        not isinstance(firsts, dict)
+        or sorted(set(firsts) - personas) != sorted(FIRSTS_KEYS)
+        or not personas <= PERSONA_LABELS
+    ):
+        return [f"{path}: want exactly the keys {FIRSTS_KEYS}, and personas of {PERSONAS}"]
     by_id = {d["id"]: d for d in docs}
     problems = []
     for key, ids in firsts.items():
@@ -219,6 +227,13 @@ def check_firsts(path: Path, docs: list[dict]) -> list[str]:
             problems.append(f"{path.name} {key}: want 3-8 distinct ids")
             continue
         kind, _, value = key.partition(":")
+        if kind == "as":  # a persona's: its own challenge first, then any that is not hard
+            first = by_id.get(ids[0])
+            if first is None or key not in (first.get("persona") or ()):
+                problems.append(f"{path.name} {key}: want one written for it first")
+            if hard := [i for i in ids if (by_id.get(i) or {}).get("effort", "hard") == "hard"]:
+                problems.append(f"{path.name} {key}: {hard} is no document, or is hard")
+            continue
         field = {"at": "locations", "job": "work_types", "with": "company"}[kind]
         for doc_id in ids:
             doc = by_id.get(doc_id)

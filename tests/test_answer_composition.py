@@ -883,6 +883,29 @@ async def test_a_narrow_persona_opens_only_for_the_one_it_is_written_for(
     assert _titles(answer)[0] == "조업 도시락에 채식 반찬 한 칸", _titles(answer)
 
 
+@pytest.mark.parametrize(
+    ("session", "message", "persona"),
+    [
+        ("c9k", "감귤 농사 짓는 사람인데 할 만한 거 있을까요", "as:farming"),
+        ("c9l", "개발자로 일하고 있어요. 뭐 해볼 만한 거 있나요", "as:it"),
+    ],
+)
+async def test_one_who_tells_a_persona_alone_gets_what_is_written_for_it_first(
+    http: httpx.AsyncClient,
+    scripted: ScriptedUpstreamThread,
+    session: str,
+    message: str,
+    persona: str,
+) -> None:
+    # Read for no place or work by the vote, a farmer asking for anything had been answered
+    # by the message's meaning ("쓰레기는 태우지 말고 모아 내놓기" for an orchard's farmer; a
+    # developer, "텀블러로 음료 마시기"): now the persona's situation firsts.
+    scripted.set_scenario("ok", picks=[0, 1, 2])
+    answer = _answer(await read_stream(http, FREE, {"sessionId": session, "message": message}))
+    first = CATALOGUE[_titles(answer)[0]]
+    assert first.traits is not None and persona in first.traits.persona, _titles(answer)
+
+
 async def test_thanks_after_an_answer_recommends_nothing_new(
     http: httpx.AsyncClient, scripted: ScriptedUpstreamThread
 ) -> None:

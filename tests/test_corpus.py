@@ -86,7 +86,7 @@ def test_the_checker_wants_each_situations_firsts_to_fit_it(tmp_path: Path) -> N
     first when a user tells only that (app/rag/corpus.py SITUATION_FIRSTS); one that does not
     fit its situation is refused, and the bundled ones load."""
     firsts = load_situation_firsts(Settings().corpus_path.with_name(SITUATION_FIRSTS))
-    assert {key.partition(":")[0] for key in firsts} == {"at", "job", "with"}
+    assert {key.partition(":")[0] for key in firsts} == {"at", "job", "with", "as"}
     documents = {d.id: d for d in load_corpus(Settings().corpus_path)}
     assert all(doc_id in documents for ids in firsts.values() for doc_id in ids)
     seaside = {k: list(v) for k, v in firsts.items()}
@@ -96,3 +96,23 @@ def test_the_checker_wants_each_situations_firsts_to_fit_it(tmp_path: Path) -> N
     done = _check_edited(tmp_path, '"effort": "easy"', '"effort": "easy"')
     assert done.returncode == 1, done.stdout
     assert f"at:바닷가: {office_only} does not fit it" in done.stderr
+
+
+def test_the_checker_wants_a_personas_firsts_to_begin_with_its_own(tmp_path: Path) -> None:
+    """A persona's firsts ("as:farming", told "사과 농사 짓고 있습니다") begin with a challenge
+    written for it; one beginning with another's, or keyed by no persona, is refused."""
+    firsts = load_situation_firsts(Settings().corpus_path.with_name(SITUATION_FIRSTS))
+    documents = {d.id: d for d in load_corpus(Settings().corpus_path)}
+    for key, ids in firsts.items():
+        if key.startswith("as:"):
+            first = documents[ids[0]]
+            assert first.traits is not None and key in first.traits.persona, key
+    for edit, said in (
+        (lambda f: f["as:farming"].insert(0, "zw-001"), "as:farming: want one written for it"),
+        (lambda f: f.update({"as:sailor": f["as:fishing"]}), "personas of"),
+    ):
+        edited = {k: list(v) for k, v in firsts.items()}
+        edit(edited)
+        (tmp_path / SITUATION_FIRSTS).write_text(json.dumps(edited, ensure_ascii=False), "utf-8")
+        done = _check_edited(tmp_path, '"effort": "easy"', '"effort": "easy"')
+        assert done.returncode == 1 and said in done.stderr, done.stderr

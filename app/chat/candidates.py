@@ -343,6 +343,11 @@ class Candidates:
         elsewhere = [hit for hit in hits if hit.document.category not in away]
         return rank(elsewhere, constraints=constraints)
 
+    def persona_with_firsts(self, situation: Situation) -> str | None:
+        """The first persona told (as "as:farming") that the situation firsts name challenges
+        for; None for none."""
+        return next((key for key in sorted(situation.personas) if key in self._firsts), None)
+
     async def for_situation(
         self,
         query: Query,
@@ -500,12 +505,17 @@ def _situation_keys(
     situation: Situation, constraints: frozenset[Constraint], *, trade: str | None = None
 ) -> list[str]:
     """What was told, as the situation firsts are keyed, in the order their lists are read
-    (one named for several comes first whatever the order): where the user lives, with
-    whom, then the work (a seaside village's neighbours first hear the seaside's, not
+    (one named for several comes first whatever the order): who the user is (a persona),
+    where the user lives, with whom (before who, when asked for), then the work (a seaside village's neighbours first hear the seaside's, not
     "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
     company = [c for c in Constraint if c in constraints and c.value in COMPANY]
-    keys += [f"with:{c.value}" for c in company if c is not Constraint.ALONE]
+    together = [f"with:{c.value}" for c in company if c is not Constraint.ALONE]
+    # Who one is (a farm's, a boat's, a developer's) says more than where one lives ("벼농사
+    # 짓고 있는데": the farm's, not the countryside's), less than the company asked for
+    # ("농사짓는 마을 어르신들이랑 같이": the neighbours').
+    personas = sorted(situation.personas)
+    keys = [*keys, *together, *personas] if together else [*personas, *keys]
     if trade:
         keys.append(f"job:{trade}")
     elif situation.work_type:

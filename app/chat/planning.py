@@ -171,6 +171,10 @@ _AT_WORK = frozenset({Constraint.WORK, Constraint.COWORKERS})
 #: "작업 차량 적재함 덮고 다니기"), one naming its subject at -0.060 ("식당 운영 중인데 음식물
 #: 쓰레기 줄이는 법 있을까요?").
 TRADE_MARGIN = -0.03
+#: The same for one who tells a persona the situation firsts name challenges for ("사과 농사
+#: 짓고 있습니다"): between the two, as a persona told may still ask of its own matter
+#: ("건설현장 반장입니다. 현장 폐기물이 맨날 다 섞여서 …").
+PERSONA_MARGIN = -0.01
 #: How much a critique's own embedding weighs against its conversation's topic's in its search
 #: (app/chat/planning.py ``_leaning``): by the concatenation alone, the topic's words drowned
 #: the critique's (fit bench, bench/README.md "Twentieth pass").
@@ -549,9 +553,14 @@ class Planner:
         배우기" for the seaside, "와이셔츠로 앞치마 만들기" with a child, "텃밭 채소로 쌈밥 한 상"
         for anything. ``trade``: the work the message tells in words (a shop's firsts, not a
         salesperson's road; a driver's). None for any other turn."""
-        if self._asks_for_anything(message, intent, facets, state) and not trade:
+        # One who tells who they are in the words of a persona the catalogue names firsts for
+        # ("사과 농사 짓고 있습니다") tells a situation though the vote reads none.
+        persona = self._candidates.persona_with_firsts(situation) is not None
+        if self._asks_for_anything(message, intent, facets, state) and not (trade or persona):
             situation = Situation(CITY)
-        elif not self._tells_only_a_situation(message, query, intent, facets, state, trade=trade):
+        elif not self._tells_only_a_situation(
+            message, query, intent, facets, state, trade=trade, persona=persona
+        ):
             return None
         elif self._alone_and_its_own(message, constraints, situation, trade):
             return None
@@ -589,9 +598,11 @@ class Planner:
         state: SessionState,
         *,
         trade: str | None = None,
+        persona: bool = False,
     ) -> bool:
         """Whether a conversation's first ask tells where the user lives or works, or with
-        whom, and asks for nothing else: no field by name or by what it is about ("전기세",
+        whom, or who the user is (``persona``: one the situation firsts name challenges for),
+        and asks for nothing else: no field by name or by what it is about ("전기세",
         "만들"), no question, and it lies nearer an example of a place, a company or a
         situation than any field's by :data:`ONLY_CONSTRAINTS_MARGIN` (by its embedding: at
         0.0, "탕비실에 종이컵이 …", "해변을 걷거든" and "환경 공부를 혼자" were read so), or,
@@ -600,13 +611,18 @@ class Planner:
             return False
         if intent.kind not in (IntentKind.SWITCH, IntentKind.ASK) or named_category(message):
             return False
-        if facets.question or facets.among or (reads_no_situation(facets) and not trade):
+        if (
+            facets.question
+            or facets.among
+            or (reads_no_situation(facets) and not (trade or persona))
+        ):
             return False
         if names_a_field(message):
             return False
         vector = query.vector
         nearer = self._facets.dense.nearest_told(vector) - self._intents.dense.nearest_topic(vector)
-        return nearer >= (TRADE_MARGIN if trade else ONLY_CONSTRAINTS_MARGIN)
+        margin = TRADE_MARGIN if trade else PERSONA_MARGIN if persona else ONLY_CONSTRAINTS_MARGIN
+        return nearer >= margin
 
     def _asks_for_anything(
         self, message: str, intent: Intent, facets: Facets, state: SessionState

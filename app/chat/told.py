@@ -161,15 +161,16 @@ _PERSONAS = {
         r"|전기\s*(?:기사|공사)|현장\s*(?:소장|반장)|노가다|자재"
     ),
     "driver": re.compile(_DRIVER.pattern + r"|트럭|화물차|용달|적재함"),
-    "trip": re.compile(r"출장|외근|파견"),
+    "trip": re.compile(r"출장|외근|파견|승무원"),
     "shop": _SHOP,
     "marketing": re.compile(
         r"마케팅|마케터|홍보\s*(?:팀|담당|일)|판촉|전시회|박람회|부스|세미나|컨퍼런스|뉴스레터"
         r"|행사\s*(?:를\s*)?(?:준비|기획|담당|열)"
     ),
+    # one who builds or runs the systems, not one who stores files in the cloud
     "it": re.compile(
-        r"개발자|개발팀|프로그래머|서버|클라우드|(?<![A-Za-z])IT(?![A-Za-z])|전산|인프라"
-        r"|홈페이지|웹\s*사이트"
+        r"개발자|개발팀|프로그래머|(?<![A-Za-z])IT\s*(?:회사|업계|기업|팀|쪽|직군)|전산(?:팀|실|직)"
+        r"|인프라\s*(?:팀|엔지니어|담당)|서버\s*(?:관리|운영|담당)|데브옵스|개발\s*일"
     ),
     "pet": re.compile(
         r"강아지|반려견|반려\s*동물|댕댕이|멍멍이|견주|개\s*(?:를\s*)?(?:키우|산책)"

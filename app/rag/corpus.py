@@ -33,10 +33,10 @@ __all__ = [
 ]
 
 #: The file beside a corpus naming, for a situation told alone ("at:바닷가", "job:현장직",
-#: "with:family"), the challenges to show first, best first (authored by reading the
+#: "with:family", "as:farming"), the challenges to show first, best first (authored by reading the
 #: catalogue, as the fields' classic first steps are: :attr:`Traits.starter`).
 SITUATION_FIRSTS = "situation_firsts.json"
-_SITUATION_KEY = ("at:", "job:", "with:")
+_SITUATION_KEY = ("at:", "job:", "with:", "as:")
 
 #: The values of each trait, in order (an effort or a cost: from the least).
 EFFORTS = ("easy", "medium", "hard")
