@@ -506,7 +506,8 @@ def _situation_keys(
 ) -> list[str]:
     """What was told, as the situation firsts are keyed, in the order their lists are read
     (one named for several comes first whatever the order): who the user is (a persona),
-    where the user lives, with whom (before who, when asked for), then the work (a seaside village's neighbours first hear the seaside's, not
+    where the user lives, with whom (before who, when asked for), then the work (a seaside
+    village's neighbours first hear the seaside's, not
     "에너지캐시백 신청하기"; an office's team, the team's, not "텀블러로 음료 마시기")."""
     keys = [f"at:{situation.location}"] if situation.location else []
     company = [c for c in Constraint if c in constraints and c.value in COMPANY]

@@ -36,14 +36,7 @@ from app.domain.categories import CITY
 from app.rag.corpus import COSTS, EFFORTS, Document
 from app.rag.retriever import Hit
 
-__all__ = [
-    "ACROSS_TOP",
-    "ACROSS_TOP_ASKED",
-    "Ranked",
-    "Situation",
-    "across_fields",
-    "rank",
-]
+__all__ = ["ACROSS_TOP", "ACROSS_TOP_ASKED", "Ranked", "Situation", "across_fields", "rank"]
 
 #: How many of the message's nearest challenges of every field may join a field's answer
 #: (:func:`across_fields`).

@@ -33,8 +33,8 @@ __all__ = [
 ]
 
 #: The file beside a corpus naming, for a situation told alone ("at:바닷가", "job:현장직",
-#: "with:family", "as:farming"), the challenges to show first, best first (authored by reading the
-#: catalogue, as the fields' classic first steps are: :attr:`Traits.starter`).
+#: "with:family", "as:farming"), the challenges to show first, best first (authored by
+#: reading the catalogue, as the fields' classic first steps are: :attr:`Traits.starter`).
 SITUATION_FIRSTS = "situation_firsts.json"
 _SITUATION_KEY = ("at:", "job:", "with:", "as:")
 
