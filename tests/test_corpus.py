@@ -52,7 +52,7 @@ def test_every_narrow_persona_says_who_it_is_for(tmp_path: Path) -> None:
     for document in documents:
         assert document.traits is not None
         assert bool(document.traits.persona) != document.traits.anyone, document.id
-    labels = {label.partition(":")[2] for d in documents for label in d.traits.persona}  # type: ignore[union-attr]
+    labels = {label.partition(":")[2] for d in documents if d.traits for label in d.traits.persona}
     assert {"fishing", "farming", "shop", "바닷가", "현장직"} <= labels
     for old, new, said in (
         ('"anyone": false, "persona": ["as:fishing"]', '"anyone": false, "persona": []', "narrow"),

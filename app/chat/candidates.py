@@ -343,10 +343,9 @@ class Candidates:
         elsewhere = [hit for hit in hits if hit.document.category not in away]
         return rank(elsewhere, constraints=constraints)
 
-    def persona_with_firsts(self, situation: Situation) -> str | None:
-        """The first persona told (as "as:farming") that the situation firsts name challenges
-        for; None for none."""
-        return next((key for key in sorted(situation.personas) if key in self._firsts), None)
+    def names_firsts_for_a_persona(self, situation: Situation) -> bool:
+        """Whether the situation firsts name challenges for a persona told ("as:farming")."""
+        return not situation.personas.isdisjoint(self._firsts)
 
     async def for_situation(
         self,

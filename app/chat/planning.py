@@ -555,7 +555,7 @@ class Planner:
         salesperson's road; a driver's). None for any other turn."""
         # One who tells who they are in the words of a persona the catalogue names firsts for
         # ("사과 농사 짓고 있습니다") tells a situation though the vote reads none.
-        persona = self._candidates.persona_with_firsts(situation) is not None
+        persona = self._candidates.names_firsts_for_a_persona(situation)
         if self._asks_for_anything(message, intent, facets, state) and not (trade or persona):
             situation = Situation(CITY)
         elif not self._tells_only_a_situation(
